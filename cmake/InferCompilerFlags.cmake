@@ -1,0 +1,23 @@
+# Warnings, native code generation and sanitizers, applied through the interface target
+# infer_build_flags so they reach our own targets only (never a consumer of the package).
+add_library(infer_build_flags INTERFACE)
+
+target_compile_options(infer_build_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough
+                              -Wno-missing-field-initializers>)
+
+if(INFER_NATIVE)
+  target_compile_options(infer_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-march=native>)
+endif()
+
+if(INFER_SANITIZE)
+  if(INFER_SANITIZE STREQUAL "address,undefined" OR INFER_SANITIZE STREQUAL "address"
+     OR INFER_SANITIZE STREQUAL "undefined" OR INFER_SANITIZE STREQUAL "thread")
+    set(_san -fsanitize=${INFER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_compile_options(infer_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:${_san}>)
+    target_link_options(infer_build_flags INTERFACE ${_san})
+  else()
+    message(FATAL_ERROR "INFER_SANITIZE must be empty, 'address,undefined', 'address', "
+                        "'undefined' or 'thread' (got '${INFER_SANITIZE}')")
+  endif()
+endif()

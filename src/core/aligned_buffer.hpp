@@ -1,0 +1,44 @@
+// An owning, 64-byte aligned byte buffer (cache-line and AVX-512 aligned). Move-only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "infer/status.hpp"
+
+namespace infer {
+
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  AlignedBuffer() = default;
+  // Allocates `size` bytes (contents uninitialized); out_of_memory instead of throwing.
+  static Result<AlignedBuffer> allocate(size_t size);
+  // As allocate(), zero-filled.
+  static Result<AlignedBuffer> zeros(size_t size);
+
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+
+  uint8_t* data() noexcept { return data_; }
+  const uint8_t* data() const noexcept { return data_; }
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  template <class T>
+  T* as() noexcept { return reinterpret_cast<T*>(data_); }
+  template <class T>
+  const T* as() const noexcept { return reinterpret_cast<const T*>(data_); }
+  std::span<uint8_t> bytes() noexcept { return {data_, size_}; }
+  std::span<const uint8_t> bytes() const noexcept { return {data_, size_}; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace infer

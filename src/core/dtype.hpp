@@ -1,0 +1,56 @@
+// The element types of tensors: every GGUF tensor type, with its block layout.
+//
+// Values equal the GGUF/ggml type ids (they are what a GGUF file stores), so a DType read from a
+// file is valid exactly when dtype_traits() knows it. Quantized types pack `block_size` elements
+// into `block_bytes` bytes; a row's length must be a multiple of the block size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace infer {
+
+enum class DType : uint32_t {
+  f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3,
+  // 4, 5: Q4_2 and Q4_3, removed from ggml
+  q5_0 = 6, q5_1 = 7, q8_0 = 8, q8_1 = 9,
+  q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14, q8_k = 15,
+  iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19, iq4_nl = 20, iq3_s = 21, iq2_s = 22,
+  iq4_xs = 23,
+  i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28,
+  iq1_m = 29, bf16 = 30,
+  // 31-33: Q4_0_4_4, Q4_0_4_8, Q4_0_8_8 (repacked layouts, no longer stored in files)
+  tq1_0 = 34, tq2_0 = 35,
+  // 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8 (likewise)
+  mxfp4 = 39, nvfp4 = 40, q1_0 = 41, q2_0 = 42,
+};
+
+struct DTypeTraits {
+  DType type;
+  const char* name;      // as llama.cpp prints it: "F32", "Q4_K", "IQ2_XXS"
+  uint32_t block_size;   // elements per block (1 for plain types)
+  uint32_t block_bytes;  // bytes per block
+  bool quantized;        // block-quantized (not a plain number type)
+  bool computable;       // libinfer has kernels for it (dequantize, matmul); false: readable only
+};
+
+// Traits of a type id, or nullptr for an id that is not a known type.
+const DTypeTraits* dtype_traits(uint32_t id) noexcept;
+inline const DTypeTraits* dtype_traits(DType t) noexcept { return dtype_traits(static_cast<uint32_t>(t)); }
+
+// All known types, in id order.
+std::span<const DTypeTraits> all_dtypes() noexcept;
+
+// "Q4_K" for a known type, "type#<id>" otherwise (never null; the pointer stays valid).
+std::string_view dtype_name(DType t) noexcept;
+
+// Case-insensitive lookup by name ("q8_0", "BF16").
+std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+
+// Bytes of `n_elements` elements laid out as one row; nullopt when n_elements is not a multiple
+// of the block size or the size overflows.
+std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n_elements) noexcept;
+
+}  // namespace infer

@@ -21,3 +21,8 @@ if(INFER_SANITIZE)
                         "'undefined' or 'thread' (got '${INFER_SANITIZE}')")
   endif()
 endif()
+
+# Fuzzing builds instrument the library for coverage; the fuzz targets add -fsanitize=fuzzer.
+if(INFER_FUZZ)
+  target_compile_options(infer_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=fuzzer-no-link>)
+endif()

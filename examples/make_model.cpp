@@ -1,0 +1,192 @@
+// infer-make-model: writes a Llama-architecture GGUF with random weights, for tests, demos and
+// benchmarks (real weights cannot be downloaded here). Shapes, metadata and tensor names follow
+// what llama.cpp's converter writes, so llama.cpp's tools load the file too.
+//
+//   infer-make-model -o OUT.gguf [--n-embd 64] [--n-layer 2] [--n-head 4] [--n-head-kv 2]
+//                    [--n-ff 128] [--ctx 256] [--type f32|f16|bf16] [--tied] [--seed 1]
+//                    [--rope-base 10000] [--name NAME]
+//
+// The vocabulary is the minimal SentencePiece byte-fallback one: <unk>, <s>, </s> and the 256
+// byte tokens <0x00>..<0xFF>.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.hpp"
+#include "format/gguf.hpp"
+
+namespace {
+
+using namespace infer;
+
+struct Options {
+  std::string out;
+  int n_embd = 64, n_layer = 2, n_head = 4, n_head_kv = 2, n_ff = 128, ctx = 256;
+  DType type = DType::f32;
+  bool tied = false;
+  uint64_t seed = 1;
+  float rope_base = 10000.0f;
+  std::string name = "libinfer random llama";
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
+  std::fprintf(stderr,
+               "usage: infer-make-model -o OUT.gguf [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
+               "                        [--n-ff N] [--ctx N] [--type f32|f16|bf16] [--tied] [--seed S]\n"
+               "                        [--rope-base F] [--name NAME]\n");
+  std::exit(2);
+}
+
+long parse_int(const char* s, const char* flag) {
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (!*s || *end || v <= 0 || v > (1 << 20)) usage_error(std::string(flag) + " needs a positive integer");
+  return v;
+}
+
+class WeightMaker {
+ public:
+  WeightMaker(uint64_t seed, DType type) : rng_(seed), type_(type) {}
+
+  // A tensor of n values drawn from N(mean, std), stored in the chosen type (norms stay F32 as
+  // llama.cpp's converter keeps them).
+  const std::vector<uint8_t>& make(size_t n, float mean, float std, DType type) {
+    std::normal_distribution<float> dist(mean, std);
+    store_.emplace_back();
+    auto& out = store_.back();
+    const auto* tr = dtype_traits(type);
+    out.resize(n * tr->block_bytes);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = dist(rng_);
+      if (type == DType::f32) std::memcpy(&out[4 * i], &v, 4);
+      else {
+        const uint16_t h = type == DType::f16 ? f32_to_f16(v) : f32_to_bf16(v);
+        std::memcpy(&out[2 * i], &h, 2);
+      }
+    }
+    return out;
+  }
+  DType type() const { return type_; }
+
+ private:
+  std::mt19937_64 rng_;
+  DType type_;
+  std::vector<std::vector<uint8_t>> store_;  // keeps data alive until the writer has written
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-o" || a == "--out") o.out = next();
+    else if (a == "--n-embd") o.n_embd = static_cast<int>(parse_int(next(), "--n-embd"));
+    else if (a == "--n-layer") o.n_layer = static_cast<int>(parse_int(next(), "--n-layer"));
+    else if (a == "--n-head") o.n_head = static_cast<int>(parse_int(next(), "--n-head"));
+    else if (a == "--n-head-kv") o.n_head_kv = static_cast<int>(parse_int(next(), "--n-head-kv"));
+    else if (a == "--n-ff") o.n_ff = static_cast<int>(parse_int(next(), "--n-ff"));
+    else if (a == "--ctx") o.ctx = static_cast<int>(parse_int(next(), "--ctx"));
+    else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_int(next(), "--seed"));
+    else if (a == "--rope-base") o.rope_base = std::strtof(next(), nullptr);
+    else if (a == "--name") o.name = next();
+    else if (a == "--tied") o.tied = true;
+    else if (a == "--type") {
+      std::string t = next();
+      if (t == "f32") o.type = DType::f32;
+      else if (t == "f16") o.type = DType::f16;
+      else if (t == "bf16") o.type = DType::bf16;
+      else usage_error("--type must be f32, f16 or bf16");
+    } else usage_error("unknown argument " + a);
+  }
+  if (o.out.empty()) usage_error("-o OUT.gguf is required");
+  if (o.n_embd % o.n_head != 0) usage_error("--n-embd must be a multiple of --n-head");
+  if (o.n_head % o.n_head_kv != 0) usage_error("--n-head must be a multiple of --n-head-kv");
+
+  const int head_dim = o.n_embd / o.n_head;
+  const int n_embd_kv = head_dim * o.n_head_kv;
+
+  // Vocabulary: SentencePiece byte fallback. Token types: 1 normal, 2 unknown, 3 control, 6 byte.
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0.0f, 0.0f, 0.0f};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+    tokens.push_back(piece);
+    scores.push_back(0.0f);
+    types.push_back(6);
+  }
+  const int n_vocab = static_cast<int>(tokens.size());
+
+  gguf::Writer w;
+  Metadata& md = w.metadata();
+  md.set("general.architecture", "llama");
+  md.set("general.name", o.name);
+  md.set("general.file_type", uint32_t{o.type == DType::f32 ? 0u : o.type == DType::f16 ? 1u : 32u});
+  md.set("llama.context_length", uint32_t(o.ctx));
+  md.set("llama.embedding_length", uint32_t(o.n_embd));
+  md.set("llama.block_count", uint32_t(o.n_layer));
+  md.set("llama.feed_forward_length", uint32_t(o.n_ff));
+  md.set("llama.rope.dimension_count", uint32_t(head_dim));
+  md.set("llama.attention.head_count", uint32_t(o.n_head));
+  md.set("llama.attention.head_count_kv", uint32_t(o.n_head_kv));
+  md.set("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  md.set("llama.rope.freq_base", o.rope_base);
+  md.set("llama.vocab_size", uint32_t(n_vocab));
+  md.set("tokenizer.ggml.model", "llama");
+  md.set("tokenizer.ggml.pre", "default");
+  md.set("tokenizer.ggml.tokens", Array::of_strings(tokens));
+  md.set("tokenizer.ggml.scores", Array::of(ValueType::f32, std::span<const float>(scores)));
+  md.set("tokenizer.ggml.token_type", Array::of(ValueType::i32, std::span<const int32_t>(types)));
+  md.set("tokenizer.ggml.unknown_token_id", uint32_t{0});
+  md.set("tokenizer.ggml.bos_token_id", uint32_t{1});
+  md.set("tokenizer.ggml.eos_token_id", uint32_t{2});
+  md.set("tokenizer.ggml.add_bos_token", true);
+  md.set("tokenizer.ggml.add_eos_token", false);
+
+  WeightMaker wm(o.seed, o.type);
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean, float std, DType type) {
+    size_t n = 1;
+    for (auto d : shape) n *= static_cast<size_t>(d);
+    const auto& data = wm.make(n, mean, std, type);
+    Status s = w.add_tensor(name, type, shape, data);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "infer-make-model: %s\n", s.message().c_str());
+      std::exit(1);
+    }
+  };
+  const float w_std = 0.02f;
+  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, 1.0f, o.type);
+  for (int l = 0; l < o.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
+    add(p + "attn_q.weight", {o.n_embd, o.n_embd}, 0.0f, w_std * 4, o.type);
+    add(p + "attn_k.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
+    add(p + "attn_v.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
+    add(p + "attn_output.weight", {o.n_embd, o.n_embd}, 0.0f, w_std * 4, o.type);
+    add(p + "ffn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
+    add(p + "ffn_gate.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
+    add(p + "ffn_up.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
+    add(p + "ffn_down.weight", {o.n_ff, o.n_embd}, 0.0f, w_std * 4, o.type);
+  }
+  add("output_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
+  if (!o.tied) add("output.weight", {o.n_embd, n_vocab}, 0.0f, w_std * 4, o.type);
+
+  if (Status s = w.write(o.out); !s.is_ok()) {
+    std::fprintf(stderr, "infer-make-model: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "infer-make-model: wrote %s (%d layers, n_embd %d, vocab %d, %s)\n", o.out.c_str(), o.n_layer,
+               o.n_embd, n_vocab, std::string(dtype_name(o.type)).c_str());
+  return 0;
+}

@@ -2,7 +2,10 @@
 # infer_build_flags so they reach our own targets only (never a consumer of the package).
 add_library(infer_build_flags INTERFACE)
 
+# -ffp-contract=off: the compiler never fuses a*b+c on its own, so scalar reference kernels compute
+# exactly what they say and results do not change with -march; SIMD kernels fuse explicitly.
 target_compile_options(infer_build_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX,C>:-ffp-contract=off>
   $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough
                               -Wno-missing-field-initializers>)
 

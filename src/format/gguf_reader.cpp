@@ -46,14 +46,18 @@ class Parser {
     pos_ += sizeof(T);
     return true;
   }
+  // Messages are built only on failure: arrays of 262k strings must not pay for them.
+  static std::string name_of(const std::string& what, int64_t index) {
+    return index < 0 ? what : what + "[" + std::to_string(index) + "]";
+  }
   template <class T>
-  Status read_or_fail(T& out, const std::string& what) {
+  Status read_or_fail(T& out, const char* field, const std::string& what, int64_t index = -1) {
     if (!read(out))
-      return fail("file ends inside " + what + " (needs " + std::to_string(sizeof(T)) + " bytes, " +
-                  std::to_string(remaining()) + " left)");
+      return fail(std::string("file ends inside ") + field + (what.empty() ? "" : " of ") + name_of(what, index) +
+                  " (needs " + std::to_string(sizeof(T)) + " bytes, " + std::to_string(remaining()) + " left)");
     return Status::ok();
   }
-  Status read_string(std::string& out, const std::string& what, uint64_t max_length = UINT64_MAX);
+  Status read_string(std::string& out, const std::string& what, int64_t index = -1, uint64_t max_length = UINT64_MAX);
   Status read_value(ValueType type, Value& out, const std::string& what, int depth);
   Status read_array(Array& out, const std::string& what, int depth);
 
@@ -63,14 +67,15 @@ class Parser {
   const std::string& path_;
 };
 
-Status Parser::read_string(std::string& out, const std::string& what, uint64_t max_length) {
+Status Parser::read_string(std::string& out, const std::string& what, int64_t index, uint64_t max_length) {
   uint64_t length = 0;
-  INFER_RETURN_IF_ERROR(read_or_fail(length, "the length of " + what));
+  INFER_RETURN_IF_ERROR(read_or_fail(length, "the length", what, index));
   if (length > remaining())
-    return fail(what + ": string length " + std::to_string(length) + " runs past the end of the file (" +
-                std::to_string(remaining()) + " bytes left)");
+    return fail(name_of(what, index) + ": string length " + std::to_string(length) +
+                " runs past the end of the file (" + std::to_string(remaining()) + " bytes left)");
   if (length > max_length)
-    return fail(what + ": length " + std::to_string(length) + " exceeds the limit of " + std::to_string(max_length));
+    return fail(name_of(what, index) + ": length " + std::to_string(length) + " exceeds the limit of " +
+                std::to_string(max_length));
   out.assign(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(length));
   pos_ += length;
   return Status::ok();
@@ -80,12 +85,12 @@ Status Parser::read_array(Array& out, const std::string& what, int depth) {
   if (depth >= kMaxArrayDepth)
     return fail(what + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
   uint32_t raw_type = 0;
-  INFER_RETURN_IF_ERROR(read_or_fail(raw_type, "the element type of " + what));
+  INFER_RETURN_IF_ERROR(read_or_fail(raw_type, "the element type", what));
   if (raw_type >= kValueTypeCount)
     return fail_at(pos_ - 4, what + ": unknown array element type " + std::to_string(raw_type));
   const auto elem = static_cast<ValueType>(raw_type);
   uint64_t count = 0;
-  INFER_RETURN_IF_ERROR(read_or_fail(count, "the element count of " + what));
+  INFER_RETURN_IF_ERROR(read_or_fail(count, "the element count", what));
   // Smallest encoding of one element: fixed size, a string's length, or a nested array's header.
   const uint64_t min_elem = elem == ValueType::string ? 8 : elem == ValueType::array ? 12 : value_type_size(elem);
   if (count > remaining() / min_elem)
@@ -97,7 +102,7 @@ Status Parser::read_array(Array& out, const std::string& what, int depth) {
   if (elem == ValueType::string) {
     out.strings.resize(static_cast<size_t>(count));
     for (uint64_t i = 0; i < count; ++i)
-      INFER_RETURN_IF_ERROR(read_string(out.strings[i], what + "[" + std::to_string(i) + "]"));
+      INFER_RETURN_IF_ERROR(read_string(out.strings[i], what, static_cast<int64_t>(i)));
   } else if (elem == ValueType::array) {
     out.arrays.resize(static_cast<size_t>(count));
     for (uint64_t i = 0; i < count; ++i)
@@ -111,12 +116,11 @@ Status Parser::read_array(Array& out, const std::string& what, int depth) {
 }
 
 Status Parser::read_value(ValueType type, Value& out, const std::string& what, int depth) {
-  const std::string ctx = what + " value";
   switch (type) {
 #define INFER_GGUF_SCALAR(TAG, T)                        \
   case ValueType::TAG: {                                 \
     T v{};                                               \
-    INFER_RETURN_IF_ERROR(read_or_fail(v, ctx));   \
+    INFER_RETURN_IF_ERROR(read_or_fail(v, "the value", what));   \
     out = Value(v);                                      \
     return Status::ok();                                 \
   }
@@ -133,13 +137,13 @@ Status Parser::read_value(ValueType type, Value& out, const std::string& what, i
 #undef INFER_GGUF_SCALAR
     case ValueType::boolean: {
       uint8_t v = 0;
-      INFER_RETURN_IF_ERROR(read_or_fail(v, ctx));
+      INFER_RETURN_IF_ERROR(read_or_fail(v, "the value", what));
       out = Value(v != 0);
       return Status::ok();
     }
     case ValueType::string: {
       std::string s;
-      INFER_RETURN_IF_ERROR(read_string(s, ctx));
+      INFER_RETURN_IF_ERROR(read_string(s, what + " value"));
       out = Value(std::move(s));
       return Status::ok();
     }
@@ -163,7 +167,7 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
     return malformed_file(path_ + ": not a GGUF file (the first four bytes are not \"GGUF\")");
   }
   uint32_t version = 0;
-  INFER_RETURN_IF_ERROR(read_or_fail(version, "the header (version)"));
+  INFER_RETURN_IF_ERROR(read_or_fail(version, "the header (version)", ""));
   if (version == 1) return unsupported(path_ + ": GGUF version 1 is not supported (versions 2 and 3 are)");
   if (version == 0x02000000u || version == 0x03000000u)
     return unsupported(path_ + ": big-endian GGUF files are not supported");
@@ -172,8 +176,8 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
   parts.version = version;
 
   uint64_t n_tensors = 0, n_kv = 0;
-  INFER_RETURN_IF_ERROR(read_or_fail(n_tensors, "the header (tensor count)"));
-  INFER_RETURN_IF_ERROR(read_or_fail(n_kv, "the header (metadata count)"));
+  INFER_RETURN_IF_ERROR(read_or_fail(n_tensors, "the header (tensor count)", ""));
+  INFER_RETURN_IF_ERROR(read_or_fail(n_kv, "the header (metadata count)", ""));
   // Minimum encodings: key/value = 8 (key length) + 4 (type) + 1 (u8 value);
   // tensor info = 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset).
   if (n_kv > remaining() / 13)
@@ -185,11 +189,11 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     const uint64_t entry_pos = pos_;
     std::string key;
-    INFER_RETURN_IF_ERROR(read_string(key, "metadata key #" + std::to_string(i), kMaxKeyLength));
+    INFER_RETURN_IF_ERROR(read_string(key, "metadata key #" + std::to_string(i), -1, kMaxKeyLength));
     if (key.empty()) return fail_at(entry_pos, "metadata key #" + std::to_string(i) + " is empty");
     const std::string what = "metadata key " + quoted(key);
     uint32_t raw_type = 0;
-    INFER_RETURN_IF_ERROR(read_or_fail(raw_type, "the value type of " + what));
+    INFER_RETURN_IF_ERROR(read_or_fail(raw_type, "the value type", what));
     if (raw_type >= kValueTypeCount)
       return fail_at(pos_ - 4, what + ": unknown value type " + std::to_string(raw_type));
     Value value;
@@ -216,14 +220,14 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
     TensorInfo& t = parts.tensors[i];
     const uint64_t info_pos = pos_;
     const std::string idx = "tensor #" + std::to_string(i);
-    INFER_RETURN_IF_ERROR(read_string(t.name, "the name of " + idx, UINT64_MAX));
+    INFER_RETURN_IF_ERROR(read_string(t.name, "the name of " + idx));
     if (t.name.empty()) return fail_at(info_pos, idx + " has an empty name");
     if (t.name.size() > kMaxTensorNameLength)
       return fail_at(info_pos, idx + ": name " + quoted(t.name) + " is longer than " +
                                    std::to_string(kMaxTensorNameLength) + " bytes");
     const std::string what = "tensor " + quoted(t.name);
     uint32_t n_dims = 0;
-    INFER_RETURN_IF_ERROR(read_or_fail(n_dims, "the dimension count of " + what));
+    INFER_RETURN_IF_ERROR(read_or_fail(n_dims, "the dimension count", what));
     if (n_dims > static_cast<uint32_t>(kMaxDims))
       return fail_at(pos_ - 4, what + ": " + std::to_string(n_dims) + " dimensions (at most " +
                                    std::to_string(kMaxDims) + ")");
@@ -231,7 +235,7 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
     uint64_t numel = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim = 0;
-      INFER_RETURN_IF_ERROR(read_or_fail(dim, "the dimensions of " + what));
+      INFER_RETURN_IF_ERROR(read_or_fail(dim, "the dimensions", what));
       if (dim > static_cast<uint64_t>(INT64_MAX))
         return fail_at(pos_ - 8, what + ": dimension " + std::to_string(d) + " is negative or too large (" +
                                      std::to_string(dim) + ")");
@@ -244,7 +248,7 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
       t.shape[d] = static_cast<int64_t>(dim);
     }
     uint32_t raw_dtype = 0;
-    INFER_RETURN_IF_ERROR(read_or_fail(raw_dtype, "the type of " + what));
+    INFER_RETURN_IF_ERROR(read_or_fail(raw_dtype, "the type", what));
     const DTypeTraits* traits = dtype_traits(raw_dtype);
     if (!traits) return fail_at(pos_ - 4, what + ": unknown tensor type " + std::to_string(raw_dtype));
     t.dtype = traits->type;
@@ -256,7 +260,7 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
     auto nbytes = checked_mul(elements / traits->block_size, traits->block_bytes);
     if (!nbytes) return fail_at(info_pos, what + ": byte size overflows");
     t.nbytes = *nbytes;
-    INFER_RETURN_IF_ERROR(read_or_fail(t.offset, "the data offset of " + what));
+    INFER_RETURN_IF_ERROR(read_or_fail(t.offset, "the data offset", what));
     if (t.offset % parts.alignment != 0)
       return fail_at(pos_ - 8, what + ": data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
                                    std::to_string(parts.alignment));

@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace infer {
 
@@ -66,13 +67,18 @@ std::optional<Value> packed_at(const Array& a, uint64_t i) {
   }
 }
 
-void append_number(std::string& out, double v, bool json) {
+// Shortest decimal that reads back to the same value (as a float for f32, a double for f64).
+void append_number(std::string& out, double v, bool is_f32, bool json) {
   if (!std::isfinite(v)) {
     out += json ? "null" : (std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
     return;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
+  char buf[40];
+  for (int precision = is_f32 ? 6 : 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    const double back = std::strtod(buf, nullptr);
+    if (is_f32 ? static_cast<float>(back) == static_cast<float>(v) : back == v) break;
+  }
   out += buf;
 }
 
@@ -152,7 +158,7 @@ void render(std::string& out, const Value& v, size_t max_items, bool json) {
       break;
     case ValueType::array: render_array(out, *v.as_array(), max_items, json); break;
     case ValueType::boolean: out += *v.get_if<bool>() ? "true" : "false"; break;
-    case ValueType::f32: case ValueType::f64: append_number(out, *v.as_number(), json); break;
+    case ValueType::f32: case ValueType::f64: append_number(out, *v.as_number(), v.type() == ValueType::f32, json); break;
     case ValueType::u64: out += std::to_string(*v.get_if<uint64_t>()); break;
     default: out += std::to_string(*v.as_integer()); break;
   }

@@ -5,8 +5,7 @@
 
 #include <cmath>
 #include <fstream>
-#include <regex>
-#include <sstream>
+#include <cstdio>
 
 #include "format/gguf.hpp"
 
@@ -30,35 +29,43 @@ struct Dump {
   std::vector<DumpTensor> tensors;
 };
 
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
 // Parses the second reading (gguf_ex_read_1) of `llama-gguf FILE r n`.
 Dump parse_dump(const std::string& path) {
   std::ifstream in(path);
   REQUIRE(in.good());
   Dump d;
   std::string line;
-  std::smatch m;
-  const std::regex version(R"(^gguf_ex_read_1: version:\s+(\d+))"), align(R"(^gguf_ex_read_1: alignment:\s+(\d+))"),
-      offset(R"(^gguf_ex_read_1: data offset: (\d+))"), key(R"(^gguf_ex_read_1: kv\[\d+\]: key = (.*)$)"),
-      tensor(R"(^gguf_ex_read_1: tensor\[(\d+)\]: name = (.*), size = (\d+), offset = (\d+), type = (\w+), n_elts)"),
-      dims(R"(^gguf_ex_read_1: tensor\[(\d+)\]: n_dims = (\d+), ne = \((\d+), (\d+), (\d+), (\d+)\), name = (.*)$)");
+  const std::string p = "gguf_ex_read_1: ";
   while (std::getline(in, line)) {
-    if (std::regex_search(line, m, version)) d.version = static_cast<uint32_t>(std::stoul(m[1]));
-    else if (std::regex_search(line, m, align)) d.alignment = std::stoull(m[1]);
-    else if (std::regex_search(line, m, offset)) d.data_offset = std::stoull(m[1]);
-    else if (std::regex_search(line, m, key)) d.keys.push_back(m[1]);
-    else if (std::regex_search(line, m, tensor)) {
+    if (!starts_with(line, p.c_str())) continue;
+    const std::string rest = line.substr(p.size());
+    const char* r = rest.c_str();
+    unsigned long long a = 0, b = 0, c = 0, e = 0, f = 0;
+    unsigned idx = 0;
+    int n_dims = 0;
+    char type[32] = {};
+    if (std::sscanf(r, "version: %llu", &a) == 1) d.version = static_cast<uint32_t>(a);
+    else if (std::sscanf(r, "alignment: %llu", &a) == 1) d.alignment = a;
+    else if (std::sscanf(r, "data offset: %llu", &a) == 1) d.data_offset = a;
+    else if (starts_with(rest, "kv[") && rest.find("]: key = ") != std::string::npos) {
+      d.keys.push_back(rest.substr(rest.find("]: key = ") + 9));
+    } else if (starts_with(rest, "tensor[") && rest.find(", n_elts") != std::string::npos) {
+      // tensor[i]: name = NAME, size = S, offset = O, type = T, n_elts = N
+      const size_t name_at = rest.find(": name = ") + 9, size_at = rest.find(", size = ");
       DumpTensor t;
-      t.name = m[2];
-      t.size = std::stoull(m[3]);
-      t.offset = std::stoull(m[4]);
-      t.type = m[5];
+      t.name = rest.substr(name_at, size_at - name_at);
+      REQUIRE(std::sscanf(rest.c_str() + size_at, ", size = %llu, offset = %llu, type = %31[^,]", &a, &b, type) == 3);
+      t.size = a;
+      t.offset = b;
+      t.type = type;
       d.tensors.push_back(t);
-    } else if (std::regex_search(line, m, dims)) {
-      const size_t i = std::stoul(m[1]);
-      REQUIRE(i < d.tensors.size());
-      REQUIRE(d.tensors[i].name == m[7].str());
-      d.tensors[i].n_dims = std::stoi(m[2]);
-      for (int k = 0; k < 4; ++k) d.tensors[i].ne[k] = std::stoll(m[3 + k]);
+    } else if (std::sscanf(r, "tensor[%u]: n_dims = %d, ne = (%llu, %llu, %llu, %llu)", &idx, &n_dims, &c, &e, &f, &b) == 6) {
+      REQUIRE(idx < d.tensors.size());
+      d.tensors[idx].n_dims = n_dims;
+      d.tensors[idx].ne = {static_cast<int64_t>(c), static_cast<int64_t>(e), static_cast<int64_t>(f), static_cast<int64_t>(b)};
+      REQUIRE(rest.substr(rest.find(", name = ") + 9) == d.tensors[idx].name);
     }
   }
   return d;

@@ -126,7 +126,7 @@ TEST_CASE("tensors of several types round-trip with aligned zero-copy views", "[
       CHECK(t->nbytes == datas[i].size());
       CHECK(t->offset % alignment == 0);
       CHECK(reinterpret_cast<uintptr_t>(t->view.data) % std::min<uint32_t>(alignment, 64) == 0);
-      CHECK(std::memcmp(t->view.data, datas[i].data(), datas[i].size()) == 0);
+      if (!datas[i].empty()) CHECK(std::memcmp(t->view.data, datas[i].data(), datas[i].size()) == 0);
       CHECK(t->view.nbytes() == t->nbytes);
     }
   }

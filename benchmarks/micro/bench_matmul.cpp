@@ -1,0 +1,93 @@
+// Matmul throughput per weight type on a 2048 x 2048 weight, for 1 and 16 x rows, on every ISA
+// the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
+// decoding). Also the row dequantization on its own.
+//   build/benchmarks/infer-bench-matmul --benchmark_format=json
+//   (INFER_THREADS=N sets the thread pool size; default: one per hardware thread)
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "quant/dequantize.hpp"
+#include "quant_test_util.hpp"
+
+namespace {
+
+using namespace infer;
+
+constexpr int64_t kN = 2048;
+
+ThreadPool& pool() {
+  static ThreadPool p(std::getenv("INFER_THREADS") ? std::atoi(std::getenv("INFER_THREADS")) : 0);
+  return p;
+}
+
+void BM_Matmul(benchmark::State& state, DType t) {
+  const int64_t n_rows = state.range(0);
+  const auto isa = static_cast<CpuIsa>(state.range(1));
+  if (isa > detected_isa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  test::IsaScope scope(isa);
+  auto bytes = test::random_weights(t, kN, kN, 1);
+  const TensorView w = TensorView::contiguous(t, 2, {kN, kN, 1, 1}, bytes.data());
+  const auto x = test::random_floats(static_cast<size_t>(n_rows * kN), 2);
+  std::vector<float> y(static_cast<size_t>(n_rows * kN));
+  for (auto _ : state) {
+    matmul(w, x.data(), n_rows, kN, y.data(), kN, pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes.size()));
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(bytes.size()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * static_cast<double>(n_rows * kN * kN) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(t)) + " rows=" + std::to_string(n_rows) + " " + isa_name(isa) +
+                 " threads=" + std::to_string(pool().size()));
+}
+
+void BM_Dequantize(benchmark::State& state, DType t) {
+  const auto isa = static_cast<CpuIsa>(state.range(0));
+  if (isa > detected_isa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  test::IsaScope scope(isa);
+  const int64_t rows = 64;
+  const auto bytes = test::random_weights(t, rows, kN, 3);
+  const uint64_t row_bytes = bytes.size() / rows;
+  std::vector<float> out(static_cast<size_t>(kN));
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(t, bytes.data() + r * row_bytes, out.data(), kN);
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes.size()));
+  state.SetLabel(std::string(dtype_name(t)) + " " + isa_name(isa));
+}
+
+const int kRegistered = [] {
+  for (DType t : test::computable_types()) {
+    const std::string name(dtype_name(t));
+    benchmark::RegisterBenchmark(("BM_Matmul/" + name).c_str(), BM_Matmul, t)
+        ->ArgsProduct({{1, 16}, {static_cast<int>(CpuIsa::scalar), static_cast<int>(CpuIsa::avx2)}})
+        ->ArgNames({"rows", "isa"})
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Dequantize/" + name).c_str(), BM_Dequantize, t)
+        ->Arg(static_cast<int>(CpuIsa::scalar))
+        ->Arg(static_cast<int>(CpuIsa::avx2))
+        ->ArgNames({"isa"});
+  }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

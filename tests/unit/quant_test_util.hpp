@@ -1,0 +1,130 @@
+// Helpers for the dequantization and matmul tests: random but valid weight rows of every
+// computable type, and a sweep over the CPU ISAs this machine supports.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/half.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+
+namespace infer::test {
+
+// Every type can_dequantize() accepts.
+inline const std::vector<DType>& computable_types() {
+  static const std::vector<DType> types = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                                           DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k,
+                                           DType::q4_k, DType::q5_k, DType::q6_k};
+  return types;
+}
+
+// Byte offsets of the F16 scale fields in one block (from ggml-common.h, written out here on
+// their own so that the tests do not lean on src/quant/block_formats.hpp).
+inline std::vector<int> f16_field_offsets(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return {0};
+    case DType::q4_1: case DType::q5_1: case DType::q4_k: case DType::q5_k: return {0, 2};
+    case DType::q2_k: return {80, 82};
+    case DType::q3_k: return {108};
+    case DType::q6_k: return {208};
+    default: return {};
+  }
+}
+
+// Magnitudes of the random scales (and of F16/BF16 elements): binary exponents in [lo, hi].
+struct ExponentRange {
+  int lo;
+  int hi;
+};
+inline constexpr ExponentRange kAnyFiniteHalf{-24, 15};  // F16 subnormals up to the largest half
+inline constexpr ExponentRange kTypicalScale{-12, -2};    // what quantized weights look like
+
+// A finite, nonzero half with random sign and mantissa and an exponent in the range.
+inline uint16_t random_half(std::mt19937_64& rng, ExponentRange r) {
+  const int e = r.lo + static_cast<int>(rng() % static_cast<uint64_t>(r.hi - r.lo + 1));
+  const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
+  const uint16_t mant = static_cast<uint16_t>(rng() & 0x3ff);
+  if (e < -14) {  // subnormal: value = mant * 2^-24; keep it nonzero
+    const int shift = -14 - e;  // 1..10
+    return static_cast<uint16_t>(sign | std::max<uint16_t>(1, static_cast<uint16_t>((0x400 | mant) >> shift)));
+  }
+  return static_cast<uint16_t>(sign | (e + 15) << 10 | mant);
+}
+
+inline uint16_t random_bf16(std::mt19937_64& rng, ExponentRange r) {
+  const int e = r.lo + static_cast<int>(rng() % static_cast<uint64_t>(r.hi - r.lo + 1));
+  const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
+  return static_cast<uint16_t>(sign | (e + 127) << 7 | (rng() & 0x7f));
+}
+
+// n_rows rows of n_in elements of type t, contiguous: random quant bits, scales drawn from
+// `scales`. F32 elements are uniform in [-1, 1].
+inline std::vector<uint8_t> random_weights(DType t, int64_t n_rows, int64_t n_in, uint64_t seed,
+                                           ExponentRange scales = kTypicalScale) {
+  const auto* tr = dtype_traits(t);
+  const int64_t n_blocks = n_rows * n_in / tr->block_size;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks * tr->block_bytes));
+  std::mt19937_64 rng(seed);
+  if (t == DType::f32) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (size_t i = 0; i < bytes.size(); i += 4) {
+      const float f = u(rng);
+      std::memcpy(&bytes[i], &f, 4);
+    }
+    return bytes;
+  }
+  if (t == DType::f16 || t == DType::bf16) {
+    for (size_t i = 0; i < bytes.size(); i += 2) {
+      const uint16_t h = t == DType::f16 ? random_half(rng, scales) : random_bf16(rng, scales);
+      std::memcpy(&bytes[i], &h, 2);
+    }
+    return bytes;
+  }
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  const auto offsets = f16_field_offsets(t);
+  for (int64_t blk = 0; blk < n_blocks; ++blk)
+    for (int off : offsets) {
+      const uint16_t h = random_half(rng, scales);
+      std::memcpy(&bytes[static_cast<size_t>(blk * tr->block_bytes + off)], &h, 2);
+    }
+  return bytes;
+}
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& f : v) f = u(rng);
+  return v;
+}
+
+// The ISAs this CPU can run, scalar first.
+inline std::vector<CpuIsa> supported_isas() {
+  std::vector<CpuIsa> isas;
+  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) isas.push_back(static_cast<CpuIsa>(i));
+  return isas;
+}
+
+// Selects an ISA for the lifetime of the object, then restores the previous one.
+class IsaScope {
+ public:
+  explicit IsaScope(CpuIsa isa) : previous_(active_isa()) { set_active_isa(isa); }
+  ~IsaScope() { set_active_isa(previous_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  CpuIsa previous_;
+};
+
+// Elements per row that exercise several blocks of the type (and a tail for plain types).
+inline int64_t several_blocks(DType t) {
+  const auto bs = dtype_traits(t)->block_size;
+  return bs == 1 ? 1003 : bs == 32 ? 32 * 37 : 256 * 5;
+}
+
+}  // namespace infer::test

@@ -1,0 +1,250 @@
+// The CPU matmul every linear layer uses: accuracy against float64, its exact relation to the dot
+// kernels, batch invariance, and independence from the thread count.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.hpp"
+#include "core/tensor.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/dot.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "quant/dequantize.hpp"
+#include "quant_test_util.hpp"
+
+using namespace infer;
+using namespace infer::test;
+
+namespace {
+
+// A weight [n_in, n_out] with random valid content, owning its bytes.
+struct Weight {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+
+  Weight(DType t, int64_t n_in, int64_t n_out, uint64_t seed) : bytes(random_weights(t, n_out, n_in, seed)) {
+    view = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
+  }
+  std::vector<float> row(int64_t o) const {
+    std::vector<float> out(static_cast<size_t>(view.shape[0]));
+    dequantize_row_ref(view.dtype, view.row(o), out.data(), view.shape[0]);
+    return out;
+  }
+};
+
+std::vector<float> run(const Weight& w, const std::vector<float>& x, int64_t n_rows, ThreadPool& pool) {
+  std::vector<float> y(static_cast<size_t>(n_rows * w.view.shape[1]));
+  matmul(w.view, x.data(), n_rows, w.view.shape[0], y.data(), w.view.shape[1], pool);
+  return y;
+}
+
+bool same_bits(float a, float b) { return f32_bits(a) == f32_bits(b); }
+
+// Row lengths per type: multiples of 256 for every type, plus 32-multiples for 32-block types and
+// lengths with a tail of every size for the plain types.
+std::vector<int64_t> row_lengths(DType t) {
+  const auto bs = dtype_traits(t)->block_size;
+  if (bs == 256) return {256, 512, 1280};
+  if (bs == 32) return {32, 96, 160, 256, 512, 1280};
+  return {1, 7, 15, 33, 100, 256, 512, 1283};
+}
+
+}  // namespace
+
+// Bound: the computed dot differs from the exact one by at most (n_in / 8 + 5) * 2^-24 * Σ|x_i w_i|.
+// Each of the 8 partial sums is a chain of at most ceil(n_in / 8) roundings (an add, or an FMA),
+// plus one for the product (scalar), then 3 tree levels: the classic recursive-summation bound
+// (Higham, γ_k = k u / (1 - k u)) with k <= n_in / 8 + 5, the extra unit covering the
+// 1 / (1 - k u) factor. The error is measured relative to Σ|x_i w_i|: relative to |y| it is
+// unbounded where terms cancel.
+TEST_CASE("matmul is within the float32 summation bound of a float64 reference for every type and ISA",
+          "[matmul]") {
+  ThreadPool pool(2);
+  for (DType t : computable_types()) {
+    for (int64_t n_in : row_lengths(t)) {
+      const int64_t n_out = 37;  // panels of 16 and a ragged last panel (dot4 and single dots)
+      const Weight w(t, n_in, n_out, 100 + static_cast<uint64_t>(n_in) + static_cast<uint64_t>(t));
+      std::vector<std::vector<float>> rows;
+      for (int64_t o = 0; o < n_out; ++o) rows.push_back(w.row(o));
+      for (int64_t n_rows : {1, 3, 17}) {
+        const auto x = random_floats(static_cast<size_t>(n_rows * n_in), 7 + static_cast<uint64_t>(n_rows));
+        for (CpuIsa isa : supported_isas()) {
+          IsaScope scope(isa);
+          const auto y = run(w, x, n_rows, pool);
+          double worst = 0;
+          for (int64_t r = 0; r < n_rows; ++r)
+            for (int64_t o = 0; o < n_out; ++o) {
+              double exact = 0, magnitude = 0;
+              for (int64_t i = 0; i < n_in; ++i) {
+                const double p = double(x[r * n_in + i]) * double(rows[o][i]);
+                exact += p;
+                magnitude += std::fabs(p);
+              }
+              const double err = std::fabs(double(y[r * n_out + o]) - exact);
+              const double bound = (double(n_in) / 8 + 5) * std::ldexp(1.0, -24) * magnitude;
+              INFO(dtype_name(t) << " n_in " << n_in << " n_rows " << n_rows << " isa " << isa_name(isa) << " row "
+                                 << r << " out " << o << " y " << y[r * n_out + o] << " exact " << exact);
+              REQUIRE(err <= bound);
+              if (magnitude > 0) worst = std::max(worst, err / magnitude);
+            }
+          // Observed: well under 1e-6 of Σ|x w| for these lengths.
+          REQUIRE(worst < 1e-6);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul equals matmul_ref bit for bit while the scalar ISA is active", "[matmul]") {
+  IsaScope scope(CpuIsa::scalar);
+  ThreadPool pool(3);
+  for (DType t : computable_types()) {
+    const int64_t n_in = dtype_traits(t)->block_size == 1 ? 300 : 512;
+    const Weight w(t, n_in, 45, 11 + static_cast<uint64_t>(t));
+    const int64_t n_rows = 5;
+    const auto x = random_floats(static_cast<size_t>(n_rows * n_in), 12);
+    const auto y = run(w, x, n_rows, pool);
+    std::vector<float> expect(y.size());
+    matmul_ref(w.view, x.data(), n_rows, n_in, expect.data(), 45);
+    for (size_t i = 0; i < y.size(); ++i) {
+      INFO(dtype_name(t) << " element " << i);
+      REQUIRE(same_bits(y[i], expect[i]));
+    }
+  }
+}
+
+TEST_CASE("matmul's y[r][o] is exactly the active ISA's dot of x row r and dequantized weight row o",
+          "[matmul]") {
+  ThreadPool pool(2);
+  for (DType t : computable_types()) {
+    for (int64_t n_in : {dtype_traits(t)->block_size == 256 ? int64_t{256} : int64_t{96}, int64_t{2048}}) {
+      const int64_t n_out = 23;  // with n_in 2048: panels of 16 and 7 (4-row tiles, then single rows)
+      const Weight w(t, n_in, n_out, 21 + static_cast<uint64_t>(t));
+      const int64_t n_rows = 5;  // two 2-row tiles and a single row
+      const auto x = random_floats(static_cast<size_t>(n_rows * n_in), 22);
+      for (CpuIsa isa : supported_isas()) {
+        IsaScope scope(isa);
+        const auto y = run(w, x, n_rows, pool);
+        for (int64_t o = 0; o < n_out; ++o) {
+          const auto row = w.row(o);
+          for (int64_t r = 0; r < n_rows; ++r) {
+            INFO(dtype_name(t) << " n_in " << n_in << " isa " << isa_name(isa) << " row " << r << " out " << o);
+            REQUIRE(same_bits(y[r * n_out + o], dot_f32(x.data() + r * n_in, row.data(), n_in)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a row's result is bit-identical alone and inside batches of 1 to 64 rows, for every type and ISA",
+          "[matmul][batch-invariance]") {
+  ThreadPool pool(2);
+  for (DType t : computable_types()) {
+    const int64_t n_in = dtype_traits(t)->block_size == 1 ? 200 : 256;
+    const int64_t n_out = 21;
+    const Weight w(t, n_in, n_out, 31 + static_cast<uint64_t>(t));
+    const auto target = random_floats(static_cast<size_t>(n_in), 32);
+    for (CpuIsa isa : supported_isas()) {
+      IsaScope scope(isa);
+      const auto alone = run(w, target, 1, pool);
+      for (int64_t batch = 1; batch <= 64; ++batch) {
+        // Other rows random (a fresh draw per batch size); the target at a varying position.
+        auto x = random_floats(static_cast<size_t>(batch * n_in), 1000 + static_cast<uint64_t>(batch));
+        const int64_t pos = (batch * 5 / 7) % batch;
+        std::copy(target.begin(), target.end(), x.begin() + pos * n_in);
+        const auto y = run(w, x, batch, pool);
+        for (int64_t o = 0; o < n_out; ++o) {
+          INFO(dtype_name(t) << " isa " << isa_name(isa) << " batch " << batch << " position " << pos << " out " << o);
+          REQUIRE(same_bits(y[pos * n_out + o], alone[o]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("multi-threaded matmul equals single-threaded bit for bit", "[matmul]") {
+  ThreadPool one(1), four(4);
+  for (DType t : computable_types()) {
+    const int64_t n_in = 512;
+    const Weight w(t, n_in, 301, 41 + static_cast<uint64_t>(t));
+    const auto x = random_floats(static_cast<size_t>(9 * n_in), 42);
+    for (CpuIsa isa : supported_isas()) {
+      IsaScope scope(isa);
+      const auto a = run(w, x, 9, one);
+      const auto b = run(w, x, 9, four);
+      for (size_t i = 0; i < a.size(); ++i) {
+        INFO(dtype_name(t) << " isa " << isa_name(isa) << " element " << i);
+        REQUIRE(same_bits(a[i], b[i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul honours x, y and weight row strides and leaves the padding alone", "[matmul]") {
+  ThreadPool pool(2);
+  for (DType t : {DType::f32, DType::q8_0, DType::q4_k}) {
+    const int64_t n_in = 256, n_out = 19, n_rows = 3;
+    const Weight w(t, n_in, n_out, 51);
+    // The same weights with rows 40 bytes apart more than needed.
+    const uint64_t row_bytes = w.view.row_bytes(), padded = row_bytes + 40;
+    std::vector<uint8_t> spaced(padded * n_out, 0xAB);
+    for (int64_t o = 0; o < n_out; ++o) std::memcpy(&spaced[o * padded], w.view.row(o), row_bytes);
+    TensorView spaced_view = w.view;
+    spaced_view.data = spaced.data();
+    spaced_view.stride[1] = padded;
+
+    const auto x = random_floats(static_cast<size_t>(n_rows * n_in), 52);
+    const int64_t x_stride = n_in + 9, y_stride = n_out + 5;
+    std::vector<float> xs(static_cast<size_t>(n_rows * x_stride), 1e30f);
+    for (int64_t r = 0; r < n_rows; ++r) std::copy_n(x.begin() + r * n_in, n_in, xs.begin() + r * x_stride);
+    const float sentinel = -12345.0f;
+    std::vector<float> ys(static_cast<size_t>(n_rows * y_stride), sentinel);
+    matmul(spaced_view, xs.data(), n_rows, x_stride, ys.data(), y_stride, pool);
+
+    const auto expect = run(w, x, n_rows, pool);
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t o = 0; o < y_stride; ++o) {
+        INFO(dtype_name(t) << " row " << r << " column " << o);
+        if (o < n_out)
+          REQUIRE(same_bits(ys[r * y_stride + o], expect[r * n_out + o]));
+        else
+          REQUIRE(ys[r * y_stride + o] == sentinel);
+      }
+  }
+}
+
+TEST_CASE("dot kernels sum in exactly the order dot.hpp documents", "[matmul][dot]") {
+  for (int64_t n = 0; n <= 70; ++n) {
+    const auto a = random_floats(static_cast<size_t>(n), 61 + static_cast<uint64_t>(n));
+    const auto b = random_floats(static_cast<size_t>(n), 62 + static_cast<uint64_t>(n));
+    INFO("n " << n);
+    // Scalar: 8 partial sums, multiply then add, then the fixed tree.
+    float s[8] = {};
+    for (int64_t i = 0; i < n; ++i) s[i % 8] += a[i] * b[i];
+    const auto tree = [](const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); };
+    REQUIRE(same_bits(dot_f32_ref(a.data(), b.data(), n), tree(s)));
+    const float* w[4] = {b.data(), b.data(), a.data(), b.data()};
+    float four[4], tile0[4], tile1[4];
+    dot4_f32_ref(a.data(), w, n, four);
+    dot4x2_f32_ref(b.data(), a.data(), w, n, tile0, tile1);
+    REQUIRE(same_bits(four[0], tree(s)));
+    REQUIRE(same_bits(tile1[1], tree(s)));
+    if (detected_isa() < CpuIsa::avx2) continue;
+    // AVX2: the same 8 lanes, each updated with a fused multiply-add.
+    float lanes[8] = {};
+    for (int64_t i = 0; i < n; ++i) lanes[i % 8] = std::fma(a[i], b[i], lanes[i % 8]);
+    const float expect = tree(lanes);
+    REQUIRE(same_bits(dot_f32_avx2(a.data(), b.data(), n), expect));
+    // Tiles: each dot bit-identical to the single dot.
+    const float aa = dot_f32_avx2(a.data(), a.data(), n), bb = dot_f32_avx2(b.data(), b.data(), n);
+    dot4_f32_avx2(a.data(), w, n, four);
+    REQUIRE((same_bits(four[0], expect) && same_bits(four[1], expect) && same_bits(four[2], aa) &&
+             same_bits(four[3], expect)));
+    dot4x2_f32_avx2(b.data(), a.data(), w, n, tile0, tile1);
+    REQUIRE((same_bits(tile0[0], bb) && same_bits(tile0[2], expect) && same_bits(tile0[3], bb)));
+    REQUIRE((same_bits(tile1[0], expect) && same_bits(tile1[2], aa) && same_bits(tile1[3], expect)));
+  }
+}

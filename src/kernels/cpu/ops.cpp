@@ -1,0 +1,59 @@
+#include "kernels/cpu/ops.hpp"
+
+#include <cmath>
+
+namespace infer {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
+  for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void add_inplace(float* x, const float* y, int64_t n) noexcept {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void softmax_inplace(float* x, int64_t n) noexcept {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin) noexcept {
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < p.n_rot / 2; ++i) {
+    const float factor = p.freq_factors ? p.freq_factors[i] : 1.0f;
+    const float t = p.freq_scale * (theta / factor);
+    cos_sin[2 * i] = std::cos(t);
+    cos_sin[2 * i + 1] = std::sin(t);
+    theta *= theta_scale;
+  }
+}
+
+void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept {
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < n_rot; i += 2) {
+      const float c = cos_sin[i], s = cos_sin[i + 1];
+      const float a = v[i], b = v[i + 1];
+      v[i] = a * c - b * s;
+      v[i + 1] = a * s + b * c;
+    }
+  }
+}
+
+}  // namespace infer

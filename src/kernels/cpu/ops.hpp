@@ -1,0 +1,36 @@
+// Element-wise and normalization kernels of the transformer block, plain scalar code: they are a
+// small share of the time next to the matmuls, and their fixed loop order keeps every row's
+// result independent of the other rows in the batch.
+#pragma once
+
+#include <cstdint>
+
+namespace infer {
+
+// y = x / sqrt(mean(x^2) + eps) * w, over n elements (sum accumulated in double, as llama.cpp's
+// ggml_compute_forward_rms_norm does, then scaled in float).
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept;
+
+// y = silu(g) * u, element-wise.
+void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept;
+
+// x += y.
+void add_inplace(float* x, const float* y, int64_t n) noexcept;
+
+// In-place softmax over n values (max-subtracted; the sum accumulated in double).
+void softmax_inplace(float* x, int64_t n) noexcept;
+
+// Rotary position embedding tables for one position: cos/sin of each of the n_rot/2 pairs,
+// computed as llama.cpp does (theta = pos * freq_scale / factor_i * base^(-2i/n_rot), the power
+// built by repeated float multiplication).
+struct RopeParams {
+  int n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;             // 1 / linear scaling factor
+  const float* freq_factors = nullptr; // n_rot/2 per-pair divisors (Llama 3 scaling), or null
+};
+void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin /* n_rot: cos0, sin0, cos1, ... */) noexcept;
+// Rotates adjacent pairs (x[2i], x[2i+1]) of each of n_heads heads of head_dim elements.
+void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept;
+
+}  // namespace infer

@@ -1,0 +1,25 @@
+#include "model/model.hpp"
+
+#include "model/llama.hpp"
+
+namespace infer {
+
+KvCacheConfig Model::kv_config(uint64_t budget_bytes, int block_size, DType kv_type) const {
+  KvCacheConfig c;
+  c.n_layer = info().n_layer;
+  c.n_kv_heads = info().n_kv_heads;
+  c.head_dim = info().head_dim;
+  c.block_size = block_size;
+  c.kv_type = kv_type;
+  c.budget_bytes = budget_bytes;
+  return c;
+}
+
+Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file) {
+  const std::string* arch = file->metadata().get_string("general.architecture");
+  if (!arch) return malformed_file(file->path() + ": missing metadata key general.architecture");
+  if (*arch == "llama") return load_llama(std::move(file));
+  return unsupported(file->path() + ": unsupported architecture '" + *arch + "' (supported: llama)");
+}
+
+}  // namespace infer

@@ -1,0 +1,48 @@
+// A loaded model: built from a ModelFile, it runs forward passes over batches of rows.
+// One file per architecture family implements it (llama.cpp); load_model picks by
+// general.architecture.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/thread_pool.hpp"
+#include "format/model_file.hpp"
+#include "infer/status.hpp"
+#include "kv/kv_cache.hpp"
+#include "model/batch.hpp"
+
+namespace infer {
+
+struct ModelInfo {
+  std::string architecture;
+  std::string name;
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  uint64_t fingerprint = 0;  // identity of the weights and architecture (prefix-cache key)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const noexcept = 0;
+
+  // Runs one step: writes every row's K/V into the cache at its position, then, for each row
+  // with wants_logits (in row order), n_vocab logits into `logits`. Each row's result is
+  // bit-identical whatever else shares the batch.
+  virtual Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) = 0;
+
+  // The KV layout this model needs (layers, kv heads, head size).
+  KvCacheConfig kv_config(uint64_t budget_bytes, int block_size = 16, DType kv_type = DType::f16) const;
+};
+
+// Loads the architecture named by the file's general.architecture; unsupported for others.
+Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file);
+
+}  // namespace infer

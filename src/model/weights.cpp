@@ -1,0 +1,61 @@
+#include "model/weights.hpp"
+
+#include "quant/dequantize.hpp"
+
+namespace infer {
+
+Result<const TensorInfo*> WeightBinder::optional(const std::string& name, std::initializer_list<int64_t> shape) const {
+  const TensorInfo* t = file_.find_tensor(name);
+  if (!t) return static_cast<const TensorInfo*>(nullptr);
+  std::array<int64_t, kMaxDims> want{1, 1, 1, 1};
+  int d = 0;
+  for (int64_t v : shape) want[d++] = v;
+  bool same = t->n_dims == static_cast<int>(shape.size());
+  for (int k = 0; k < kMaxDims && same; ++k) same = t->shape[k] == want[k];
+  if (!same)
+    return malformed_file(file_.path() + ": " + name + ": expected " + shape_string(static_cast<int>(shape.size()), want) +
+                          ", found " + shape_string(t->n_dims, t->shape));
+  if (!can_dequantize(t->dtype))
+    return unsupported(file_.path() + ": " + name + ": weight type " + std::string(dtype_name(t->dtype)) +
+                       " is not supported yet");
+  return t;
+}
+
+Result<const TensorInfo*> WeightBinder::require(const std::string& name, std::initializer_list<int64_t> shape) const {
+  auto t = optional(name, shape);
+  if (t.ok() && *t == nullptr) return malformed_file(file_.path() + ": missing tensor " + name);
+  return t;
+}
+
+Result<AlignedBuffer> WeightBinder::load_f32(const TensorInfo& t) const {
+  auto buf = AlignedBuffer::allocate(static_cast<size_t>(t.numel()) * sizeof(float));
+  if (!buf.ok()) return buf.status();
+  for (int64_t r = 0; r < t.view.rows(); ++r)
+    dequantize_row(t.dtype, t.view.row(r), buf->as<float>() + r * t.shape[0], t.shape[0]);
+  return buf;
+}
+
+Result<int64_t> require_int(const ModelFile& f, const std::string& key) {
+  const Value* v = f.metadata().find(key);
+  if (!v) return malformed_file(f.path() + ": missing metadata key " + key);
+  auto i = v->as_integer();
+  if (!i || v->type() == ValueType::boolean)
+    return malformed_file(f.path() + ": metadata key " + key + " must be an integer, found " + value_type_name(v->type()));
+  return *i;
+}
+
+int64_t optional_int(const ModelFile& f, const std::string& key, int64_t fallback) {
+  auto v = f.metadata().get_integer(key);
+  return v ? *v : fallback;
+}
+
+Result<double> optional_number(const ModelFile& f, const std::string& key, double fallback) {
+  const Value* v = f.metadata().find(key);
+  if (!v) return fallback;
+  auto n = v->as_number();
+  if (!n || v->type() == ValueType::boolean)
+    return malformed_file(f.path() + ": metadata key " + key + " must be a number, found " + value_type_name(v->type()));
+  return *n;
+}
+
+}  // namespace infer

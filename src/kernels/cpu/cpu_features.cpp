@@ -1,21 +1,39 @@
 #include "kernels/cpu/cpu_features.hpp"
 
 #include <atomic>
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <cstring>
 
 namespace infer {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// Reads CPUID and XGETBV directly: GCC and clang disagree on which names __builtin_cpu_supports
+// accepts ("f16c" is unknown to clang 14), and the OS must also have enabled the register state.
+bool os_saves(uint64_t mask) noexcept {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((static_cast<uint64_t>(hi) << 32 | lo) & mask) == mask;
+}
+#endif
+
 CpuIsa detect() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return CpuIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return CpuIsa::avx2;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return CpuIsa::scalar;
+  const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+  if (!osxsave || !os_saves(0x6)) return CpuIsa::scalar;  // SSE + AVX state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return CpuIsa::scalar;
+  const bool avx2 = b & (1u << 5);
+  const bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)) &&  // F DQ BW VL
+                      (c & (1u << 11));                                                                // VNNI
+  if (avx512 && fma && f16c && os_saves(0xe6)) return CpuIsa::avx512;  // + opmask and ZMM state
+  if (avx2 && fma && f16c) return CpuIsa::avx2;
 #endif
   return CpuIsa::scalar;
 }

@@ -1,0 +1,60 @@
+#include "cli_common.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/timer.hpp"
+
+namespace infer::cli {
+
+long long parse_int(const char* tool, const char* usage, const std::string& flag, const char* text, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (!*text || *end || errno || v < lo || v > hi)
+    usage_error(tool, flag + " needs an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'", usage);
+  return v;
+}
+
+double parse_double(const char* tool, const char* usage, const std::string& flag, const char* text, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text, &end);
+  if (!*text || *end || errno || !std::isfinite(v) || v < lo || v > hi)
+    usage_error(tool, flag + " needs a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text + "'", usage);
+  return v;
+}
+
+std::string read_text_file(const char* tool, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(tool, path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(tool, path + ": read failed");
+  return ss.str();
+}
+
+LoadedModel load(const char* tool, const std::string& path, bool with_model) {
+  Timer timer;
+  LoadedModel m;
+  auto file = ModelFile::open(path);
+  if (!file.ok()) fail(tool, file.status().message());
+  m.file = std::make_shared<const ModelFile>(std::move(file).value());
+  auto tok = load_tokenizer(*m.file);
+  if (!tok.ok()) fail(tool, tok.status().message());
+  m.tokenizer = std::move(tok).value();
+  if (with_model) {
+    auto model = load_model(m.file);
+    if (!model.ok()) fail(tool, model.status().message());
+    m.model = std::move(model).value();
+    if (m.model->info().n_vocab != m.tokenizer->vocab_size())
+      fail(tool, path + ": vocabulary size mismatch between the tokenizer (" + std::to_string(m.tokenizer->vocab_size()) +
+                     ") and the model (" + std::to_string(m.model->info().n_vocab) + ")");
+  }
+  m.load_ms = timer.elapsed_ms();
+  return m;
+}
+
+}  // namespace infer::cli

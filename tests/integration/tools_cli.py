@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""infer-generate, infer-tokenize and infer-perplexity from the outside, on the F32 reference
+model (rebuilt with infer-make-model from tests/data/models/make-model.args):
+  - greedy generation is deterministic and a fixed seed reproduces a sampled run;
+  - --ids prints ids that infer-tokenize's vocabulary knows, and -n bounds their number;
+  - a stop string cuts the output right before its first occurrence, and is not printed;
+  - bad arguments exit 2, unreadable models exit 1, both with one line on stderr.
+
+usage: tools_cli.py BIN_DIR REPO_ROOT
+"""
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+bin_dir, root = sys.argv[1:3]
+tool = lambda name: os.path.join(bin_dir, name)
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+
+
+def run(args, expect_rc=0):
+    p = subprocess.run(args, capture_output=True, timeout=600, cwd=root)
+    out, err = p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    check(p.returncode == expect_rc, f"{' '.join(args[:4])}...: exit {p.returncode}, expected {expect_rc}: {err[-300:]}")
+    return out, err
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    model = os.path.join(tmp, "ref-f32.gguf")
+    args = shlex.split(open(os.path.join(root, "tests/data/models/make-model.args")).read())
+    run([tool("infer-make-model"), "-o", model, "--type", "f32"] + args)
+    gen = [tool("infer-generate"), "-m", model, "-p", "The licence of the program", "-t", "2"]
+
+    a, _ = run(gen + ["--temp", "0", "-n", "24"])
+    b, _ = run(gen + ["--temp", "0", "-n", "24"])
+    check(a == b and len(a) > 0, "greedy generation is not deterministic or empty")
+    s1, _ = run(gen + ["--temp", "0.9", "--seed", "7", "-n", "24"])
+    s2, _ = run(gen + ["--temp", "0.9", "--seed", "7", "-n", "24"])
+    check(s1 == s2, "the same seed gave different samples")
+
+    ids_out, _ = run(gen + ["--temp", "0", "-n", "24", "--ids"])
+    ids = [int(t) for t in ids_out.split()]
+    check(0 < len(ids) <= 24, f"--ids printed {len(ids)} ids for -n 24")
+    tok_out, _ = run([tool("infer-tokenize"), "-m", model, "-p", "The licence of the program"])
+    check(all(t.isdigit() for t in tok_out.split()), "infer-tokenize printed something other than ids")
+
+    # Stop at a piece of the greedy output: the output becomes the text before it.
+    text = a
+    if len(text) >= 8:
+        stop = text[len(text) // 2: len(text) // 2 + 3]
+        c, _ = run(gen + ["--temp", "0", "-n", "24", "--stop", stop])
+        check(c == text[: text.find(stop)], f"--stop {stop!r}: got {c!r}, expected {text[: text.find(stop)]!r}")
+
+    _, err = run(gen + ["--temp", "-1"], expect_rc=2)
+    check(len(err.strip().splitlines()) >= 1, "usage error without a message")
+    _, err = run([tool("infer-generate"), "-m", os.path.join(tmp, "missing.gguf"), "-p", "x"], expect_rc=1)
+    check(len(err.strip().splitlines()) == 1, f"missing model: stderr not one line: {err!r}")
+    _, err = run([tool("infer-perplexity"), "-m", model, "-f", os.path.join(root, "tests/data/text/corpus.txt"),
+                  "-c", "1000000"], expect_rc=1)
+    check("needs at least" in err, f"too large a context: {err!r}")
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{checks - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Regenerates tests/data/models/: a Llama-shaped test model with random weights and a real
+# SentencePiece vocabulary, in every weight type, with llama.cpp's perplexity of each on a shipped
+# text and its teacher-forced distributions (llama-perplexity --kl-divergence-base), which
+# tests/integration/llama_reference.py compares against infer-perplexity.
+#
+#   tests/reference/make-model-reference.sh [BUILD_DIR]     (default BUILD_DIR: build)
+#
+# The F32/F16/BF16 files are written by our infer-make-model and are not committed: CI rebuilds
+# them and checks their SHA-256 against the ones llama.cpp was run on. The quantized files are
+# written by llama.cpp's llama-quantize and are committed.
+set -euo pipefail
+build=${1:-build}
+bin=$(scripts/build-llama-cpp | tail -n 1)
+out=tests/data/models
+text=tests/data/text/corpus.txt
+vocab=tests/data/tokenizer/spm-bpe.model
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Model shape: realistic proportions at a small size (head size 64, grouped-query attention,
+# rows a multiple of 256 so every K-quant applies).
+# The arguments are kept in a file so that the test rebuilds exactly the same models.
+echo "--vocab $vocab --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 512 --ctx 512 --seed 11" > "$out/make-model.args"
+make_model() {  # type output
+  # shellcheck disable=SC2046
+  "$build/examples/infer-make-model" -o "$2" --type "$1" $(cat "$out/make-model.args") 2>/dev/null
+}
+
+ctx=128
+ppl_chunks=4
+table=$out/reference.tsv
+printf 'file\tkind\tsha256\tllama_ppl\tllama_ppl_err\n' > "$table"
+
+reference() {  # model file, kind (ours|llama)
+  local model=$1 kind=$2 name
+  name=$(basename "$model" .gguf)
+  local log="$work/$name.ppl.log"
+  "$bin/llama-perplexity" -m "$model" -f "$text" -c $ctx -b $ctx --chunks $ppl_chunks -t 2 >"$log" 2>&1 ||
+    { cat "$log" >&2; exit 1; }
+  local ppl err
+  read -r ppl err < <(sed -nE 's/.*Final estimate: PPL = ([0-9.]+) \+\/- ([0-9.]+).*/\1 \2/p' "$log")
+  [[ -n $ppl ]] || { cat "$log" >&2; echo "no PPL for $model" >&2; exit 1; }
+  "$bin/llama-perplexity" -m "$model" -f "$text" -c $ctx -b $ctx --chunks 1 -t 2 \
+    --kl-divergence-base "$out/$name.kld" >"$work/$name.kld.log" 2>&1 || { cat "$work/$name.kld.log" >&2; exit 1; }
+  printf '%s\t%s\t%s\t%s\t%s\n' "$(basename "$model")" "$kind" "$(sha256sum "$model" | cut -d' ' -f1)" "$ppl" "$err" >> "$table"
+  echo "$(basename "$model"): llama.cpp PPL $ppl +/- $err" >&2
+}
+
+for t in f32 f16 bf16; do
+  make_model "$t" "$work/ref-$t.gguf"
+  reference "$work/ref-$t.gguf" ours
+done
+for preset in Q8_0 Q6_K Q5_K_M Q5_1 Q5_0 Q4_K_M Q4_1 Q4_0 Q3_K_M Q2_K; do
+  lower=$(echo "$preset" | tr 'A-Z' 'a-z')
+  "$bin/llama-quantize" "$work/ref-f32.gguf" "$out/ref-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
+    { cat "$work/q.log" >&2; exit 1; }
+  reference "$out/ref-$lower.gguf" llama
+done
+cat > "$out/README.md" <<EOT
+Reference models and llama.cpp's results on them, made by \`tests/reference/make-model-reference.sh\`
+with llama.cpp from the llama-cpp-python sdist (scripts/build-llama-cpp). reference.tsv lists each
+file, who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
+its SHA-256, and llama.cpp's perplexity (\`llama-perplexity -c $ctx -b $ctx --chunks $ppl_chunks\`
+on $text). Each .kld is \`llama-perplexity -c $ctx --chunks 1 --kl-divergence-base\` output.
+EOT
+echo "regenerated $out"

@@ -20,7 +20,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/inferConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/inferConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/inferConfig.cmake ${PROJECT_BINARY_DIR}/inferConfigVersion.cmake
-  DESTINATION ${INFER_CMAKE_DIR})
+  ${PROJECT_SOURCE_DIR}/cmake/FindSentencePiece.cmake DESTINATION ${INFER_CMAKE_DIR})
 
 configure_file(${PROJECT_SOURCE_DIR}/cmake/infer.pc.in ${PROJECT_BINARY_DIR}/infer.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/infer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

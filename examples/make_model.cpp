@@ -4,10 +4,12 @@
 //
 //   infer-make-model -o OUT.gguf [--n-embd 64] [--n-layer 2] [--n-head 4] [--n-head-kv 2]
 //                    [--n-ff 128] [--ctx 256] [--type f32|f16|bf16] [--tied] [--seed 1]
-//                    [--rope-base 10000] [--name NAME]
+//                    [--rope-base 10000] [--name NAME] [--vocab tokenizer.model]
 //
-// The vocabulary is the minimal SentencePiece byte-fallback one: <unk>, <s>, </s> and the 256
-// byte tokens <0x00>..<0xFF>.
+// The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
+// byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
+// written as llama.cpp's convert_hf_to_gguf.py writes it for a Llama model (see
+// src/tokenizer/sentencepiece_model.hpp). The embedding and output shapes follow the vocabulary.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +19,9 @@
 #include <vector>
 
 #include "core/half.hpp"
+#include "core/mapped_file.hpp"
 #include "format/gguf.hpp"
+#include "tokenizer/sentencepiece_model.hpp"
 
 namespace {
 
@@ -31,14 +35,20 @@ struct Options {
   uint64_t seed = 1;
   float rope_base = 10000.0f;
   std::string name = "libinfer random llama";
+  std::string vocab;  // a tokenizer.model; empty: the minimal byte vocabulary
 };
+
+[[noreturn]] void fail(const std::string& msg) {
+  std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
+  std::exit(1);
+}
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
   std::fprintf(stderr,
                "usage: infer-make-model -o OUT.gguf [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
                "                        [--n-ff N] [--ctx N] [--type f32|f16|bf16] [--tied] [--seed S]\n"
-               "                        [--rope-base F] [--name NAME]\n");
+               "                        [--rope-base F] [--name NAME] [--vocab tokenizer.model]\n");
   std::exit(2);
 }
 
@@ -79,6 +89,34 @@ class WeightMaker {
   std::vector<std::vector<uint8_t>> store_;  // keeps data alive until the writer has written
 };
 
+// SentencePiece byte fallback alone. Token types: 2 unknown, 3 control, 6 byte.
+VocabFields byte_vocab() {
+  VocabFields v;
+  v.model = "llama";
+  v.tokens = {"<unk>", "<s>", "</s>"};
+  v.scores = {0.0f, 0.0f, 0.0f};
+  v.token_types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+    v.tokens.push_back(piece);
+    v.scores.push_back(0.0f);
+    v.token_types.push_back(6);
+  }
+  return v;
+}
+
+VocabFields read_vocab(const std::string& path) {
+  auto file = MappedFile::open(path);
+  if (!file.ok()) fail(file.status().message());
+  const auto bytes = file->bytes();
+  auto model = parse_sentencepiece_model({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+  if (!model.ok()) fail(path + ": " + model.status().message());
+  auto fields = vocab_fields_from_sentencepiece(*model);
+  if (!fields.ok()) fail(path + ": " + fields.status().message());
+  return std::move(fields).value();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +137,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = static_cast<uint64_t>(parse_int(next(), "--seed"));
     else if (a == "--rope-base") o.rope_base = std::strtof(next(), nullptr);
     else if (a == "--name") o.name = next();
+    else if (a == "--vocab") o.vocab = next();
     else if (a == "--tied") o.tied = true;
     else if (a == "--type") {
       std::string t = next();
@@ -115,18 +154,8 @@ int main(int argc, char** argv) {
   const int head_dim = o.n_embd / o.n_head;
   const int n_embd_kv = head_dim * o.n_head_kv;
 
-  // Vocabulary: SentencePiece byte fallback. Token types: 1 normal, 2 unknown, 3 control, 6 byte.
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<float> scores = {0.0f, 0.0f, 0.0f};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char piece[8];
-    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
-    tokens.push_back(piece);
-    scores.push_back(0.0f);
-    types.push_back(6);
-  }
-  const int n_vocab = static_cast<int>(tokens.size());
+  const VocabFields vocab = o.vocab.empty() ? byte_vocab() : read_vocab(o.vocab);
+  const int n_vocab = static_cast<int>(vocab.tokens.size());
 
   gguf::Writer w;
   Metadata& md = w.metadata();
@@ -143,27 +172,28 @@ int main(int argc, char** argv) {
   md.set("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   md.set("llama.rope.freq_base", o.rope_base);
   md.set("llama.vocab_size", uint32_t(n_vocab));
-  md.set("tokenizer.ggml.model", "llama");
-  md.set("tokenizer.ggml.pre", "default");
-  md.set("tokenizer.ggml.tokens", Array::of_strings(tokens));
-  md.set("tokenizer.ggml.scores", Array::of(ValueType::f32, std::span<const float>(scores)));
-  md.set("tokenizer.ggml.token_type", Array::of(ValueType::i32, std::span<const int32_t>(types)));
-  md.set("tokenizer.ggml.unknown_token_id", uint32_t{0});
-  md.set("tokenizer.ggml.bos_token_id", uint32_t{1});
-  md.set("tokenizer.ggml.eos_token_id", uint32_t{2});
-  md.set("tokenizer.ggml.add_bos_token", true);
-  md.set("tokenizer.ggml.add_eos_token", false);
+  if (o.vocab.empty()) {  // the key order of the files in tests/data/gguf
+    md.set("tokenizer.ggml.model", "llama");
+    md.set("tokenizer.ggml.pre", "default");
+    md.set("tokenizer.ggml.tokens", Array::of_strings(vocab.tokens));
+    md.set("tokenizer.ggml.scores", Array::of(ValueType::f32, std::span<const float>(vocab.scores)));
+    md.set("tokenizer.ggml.token_type", Array::of(ValueType::i32, std::span<const int32_t>(vocab.token_types)));
+    md.set("tokenizer.ggml.unknown_token_id", uint32_t{0});
+    md.set("tokenizer.ggml.bos_token_id", uint32_t{1});
+    md.set("tokenizer.ggml.eos_token_id", uint32_t{2});
+    md.set("tokenizer.ggml.add_bos_token", true);
+    md.set("tokenizer.ggml.add_eos_token", false);
+  } else {
+    vocab.write_to(md);
+    md.set("tokenizer.ggml.pre", "default");
+  }
 
   WeightMaker wm(o.seed, o.type);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean, float std, DType type) {
     size_t n = 1;
     for (auto d : shape) n *= static_cast<size_t>(d);
     const auto& data = wm.make(n, mean, std, type);
-    Status s = w.add_tensor(name, type, shape, data);
-    if (!s.is_ok()) {
-      std::fprintf(stderr, "infer-make-model: %s\n", s.message().c_str());
-      std::exit(1);
-    }
+    if (Status s = w.add_tensor(name, type, shape, data); !s.is_ok()) fail(s.message());
   };
   const float w_std = 0.02f;
   add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, 1.0f, o.type);
@@ -182,10 +212,7 @@ int main(int argc, char** argv) {
   add("output_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
   if (!o.tied) add("output.weight", {o.n_embd, n_vocab}, 0.0f, w_std * 4, o.type);
 
-  if (Status s = w.write(o.out); !s.is_ok()) {
-    std::fprintf(stderr, "infer-make-model: %s\n", s.message().c_str());
-    return 1;
-  }
+  if (Status s = w.write(o.out); !s.is_ok()) fail(s.message());
   std::fprintf(stderr, "infer-make-model: wrote %s (%d layers, n_embd %d, vocab %d, %s)\n", o.out.c_str(), o.n_layer,
                o.n_embd, n_vocab, std::string(dtype_name(o.type)).c_str());
   return 0;

@@ -1,0 +1,30 @@
+// UTF-8 helpers shared by the tokenizers and the incremental detokenizer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace infer::utf8 {
+
+// Length of the character that starts with `lead`, judged by its high four bits alone (1 for
+// ASCII and stray continuation bytes, 2, 3 or 4). This is how llama.cpp and SentencePiece both cut
+// text into symbols before merging, valid or not.
+inline size_t lead_length(uint8_t lead) noexcept {
+  static constexpr uint8_t kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  return kByHighNibble[lead >> 4];
+}
+
+// True when `s` is exactly one well-formed UTF-8 character (shortest form, no surrogate, at most
+// U+10FFFF), the same strictness as SentencePiece's decoder.
+bool is_one_valid_char(std::string_view s) noexcept;
+
+// True when all of `s` is well-formed UTF-8.
+bool is_valid(std::string_view s) noexcept;
+
+// Number of bytes at the end of `s` that begin a character but do not finish it yet (0..3): a
+// lead byte followed by fewer continuation bytes than it announces. Bytes that can never become
+// part of a valid character are not counted.
+size_t incomplete_tail(std::string_view s) noexcept;
+
+}  // namespace infer::utf8

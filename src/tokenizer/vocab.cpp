@@ -1,0 +1,305 @@
+#include "tokenizer/vocab.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/status_macros.hpp"
+
+namespace infer {
+
+namespace {
+
+constexpr std::string_view kPrefix = "tokenizer.ggml.";
+
+// The special-id keys, in the order llama.cpp reads them. The deprecated FIM names fill the same
+// slots as the current ones and are never written.
+struct IdKey {
+  const char* name;
+  std::optional<int64_t> VocabFields::*field;
+  bool deprecated = false;
+};
+constexpr IdKey kIdKeys[] = {
+    {"bos_token_id", &VocabFields::bos},         {"eos_token_id", &VocabFields::eos},
+    {"eot_token_id", &VocabFields::eot},         {"eom_token_id", &VocabFields::eom},
+    {"unknown_token_id", &VocabFields::unk},     {"padding_token_id", &VocabFields::pad},
+    {"fim_pre_token_id", &VocabFields::fim_pre}, {"fim_suf_token_id", &VocabFields::fim_suf},
+    {"fim_mid_token_id", &VocabFields::fim_mid}, {"fim_pad_token_id", &VocabFields::fim_pad},
+    {"fim_rep_token_id", &VocabFields::fim_rep}, {"fim_sep_token_id", &VocabFields::fim_sep},
+    {"prefix_token_id", &VocabFields::fim_pre, true}, {"suffix_token_id", &VocabFields::fim_suf, true},
+    {"middle_token_id", &VocabFields::fim_mid, true},
+};
+
+struct FlagKey {
+  const char* name;
+  std::optional<bool> VocabFields::*field;
+};
+constexpr FlagKey kFlagKeys[] = {
+    {"add_bos_token", &VocabFields::add_bos},
+    {"add_eos_token", &VocabFields::add_eos},
+    {"add_space_prefix", &VocabFields::add_space_prefix},
+};
+
+std::string key_of(std::string_view name) { return std::string(kPrefix) + std::string(name); }
+
+std::string kind_of(const Value& v) {
+  if (const Array* a = v.as_array()) return std::string("array of ") + value_type_name(a->elem_type);
+  return value_type_name(v.type());
+}
+
+Result<std::optional<int64_t>> read_id(const Metadata& md, const std::string& key) {
+  const Value* v = md.find(key);
+  if (!v) return std::optional<int64_t>();
+  auto i = v->type() == ValueType::boolean ? std::nullopt : v->as_integer();
+  if (!i) return malformed_file(key + ": expected an integer token id, found " + kind_of(*v));
+  return std::optional<int64_t>(*i);
+}
+
+Result<std::optional<bool>> read_flag(const Metadata& md, const std::string& key) {
+  const Value* v = md.find(key);
+  if (!v) return std::optional<bool>();
+  const bool* b = v->get_if<bool>();
+  if (!b) return malformed_file(key + ": expected a boolean, found " + kind_of(*v));
+  return std::optional<bool>(*b);
+}
+
+// Texts by which llama.cpp recognises special tokens that a file does not name by id. A token
+// found this way is made a control token even when the file types it otherwise.
+constexpr std::string_view kEotTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<end_of_utterance>"};
+constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
+constexpr std::string_view kFimPreTexts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
+    "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
+constexpr std::string_view kFimSufTexts[] = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
+    "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
+constexpr std::string_view kFimMidTexts[] = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+    "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
+constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>"};
+
+// Tokens that end generation wherever they are (llama.cpp's list; also made control tokens).
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+
+bool is_byte_token_text(std::string_view t) {
+  return t.size() == 6 && t.substr(0, 3) == "<0x" && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+         std::isxdigit(static_cast<unsigned char>(t[4]));
+}
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+bool Vocab::is_eog(int32_t id) const noexcept { return std::binary_search(eog.begin(), eog.end(), id); }
+
+void VocabFields::write_to(Metadata& md) const {
+  md.set(key_of("model"), model);
+  md.set(key_of("tokens"), Array::of_strings(tokens));
+  if (!scores.empty()) md.set(key_of("scores"), Array::of(ValueType::f32, std::span<const float>(scores)));
+  if (!token_types.empty())
+    md.set(key_of("token_type"), Array::of(ValueType::i32, std::span<const int32_t>(token_types)));
+  for (const IdKey& k : kIdKeys)
+    if (const auto& v = this->*k.field; v && !k.deprecated) md.set(key_of(k.name), static_cast<uint32_t>(*v));
+  for (const FlagKey& k : kFlagKeys)
+    if (const auto& v = this->*k.field) md.set(key_of(k.name), *v);
+}
+
+Result<VocabFields> read_vocab_fields(const Metadata& md) {
+  VocabFields f;
+  const std::string model_key = key_of("model");
+  const Value* model = md.find(model_key);
+  if (!model) return not_found(model_key + " is missing: the file has no tokenizer");
+  if (!model->as_string()) return malformed_file(model_key + ": expected a string, found " + kind_of(*model));
+  f.model = *model->as_string();
+
+  const std::string tokens_key = key_of("tokens");
+  const Value* tokens = md.find(tokens_key);
+  if (!tokens) return not_found(tokens_key + " is missing: the file has no vocabulary");
+  if (!tokens->as_array() || tokens->as_array()->elem_type != ValueType::string)
+    return malformed_file(tokens_key + ": expected an array of strings, found " + kind_of(*tokens));
+  f.tokens = tokens->as_array()->strings;
+
+  const std::string scores_key = key_of("scores");
+  if (const Value* v = md.find(scores_key)) {
+    const Array* a = v->as_array();
+    if (a && a->elem_type == ValueType::f32) {
+      const auto s = a->as<float>();
+      f.scores.assign(s.begin(), s.end());
+    } else if (a && a->elem_type == ValueType::i32) {  // llama.cpp accepts integer scores too
+      for (int32_t s : a->as<int32_t>()) f.scores.push_back(static_cast<float>(s));
+    } else {
+      return malformed_file(scores_key + ": expected an array of f32, found " + kind_of(*v));
+    }
+    if (f.scores.size() != (a ? a->count : 0)) return malformed_file(scores_key + ": array data is truncated");
+  }
+
+  const std::string types_key = key_of("token_type");
+  if (const Value* v = md.find(types_key)) {
+    const Array* a = v->as_array();
+    if (!a || a->elem_type != ValueType::i32)
+      return malformed_file(types_key + ": expected an array of i32, found " + kind_of(*v));
+    const auto t = a->as<int32_t>();
+    if (t.size() != a->count) return malformed_file(types_key + ": array data is truncated");
+    f.token_types.assign(t.begin(), t.end());
+  }
+
+  for (const IdKey& k : kIdKeys) {
+    INFER_ASSIGN_OR_RETURN(auto id, read_id(md, key_of(k.name)));
+    if (id) f.*k.field = id;
+  }
+  for (const FlagKey& k : kFlagKeys) {
+    INFER_ASSIGN_OR_RETURN(auto flag, read_flag(md, key_of(k.name)));
+    f.*k.field = flag;
+  }
+  if (const std::string* arch = md.get_string("general.architecture")) {
+    INFER_ASSIGN_OR_RETURN(f.declared_vocab_size, read_id(md, *arch + ".vocab_size"));
+  }
+  if (const std::string* name = md.get_string("general.name")) f.model_name = *name;
+  return f;
+}
+
+Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
+  const size_t n = f.tokens.size();
+  if (n == 0) return malformed_file(key_of("tokens") + " is empty");
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    return out_of_range(key_of("tokens") + " has " + std::to_string(n) + " entries, more than token ids can number");
+  const std::string count = std::to_string(n);
+  if (!f.scores.empty() && f.scores.size() != n)
+    return malformed_file(key_of("scores") + " has " + std::to_string(f.scores.size()) + " entries but " +
+                          key_of("tokens") + " has " + count);
+  if (!f.token_types.empty() && f.token_types.size() != n)
+    return malformed_file(key_of("token_type") + " has " + std::to_string(f.token_types.size()) + " entries but " +
+                          key_of("tokens") + " has " + count);
+  if (f.declared_vocab_size && *f.declared_vocab_size != static_cast<int64_t>(n))
+    return malformed_file("the model's vocab_size is " + std::to_string(*f.declared_vocab_size) + " but " +
+                          key_of("tokens") + " has " + count + " entries");
+
+  Vocab v;
+  v.text = std::move(f.tokens);
+  v.score = f.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(f.scores);
+  v.attr.assign(n, token_attr::normal);
+  static constexpr uint32_t kAttrOfType[] = {0,
+                                             token_attr::normal,
+                                             token_attr::unknown,
+                                             token_attr::control,
+                                             token_attr::user_defined,
+                                             token_attr::unused,
+                                             token_attr::byte};
+  for (size_t i = 0; i < n; ++i) {
+    if (!f.token_types.empty()) {
+      // llama.cpp quietly treats other values as "undefined"; a converter never writes them.
+      const int32_t t = f.token_types[i];
+      if (t < static_cast<int32_t>(TokenType::normal) || t > static_cast<int32_t>(TokenType::byte))
+        return malformed_file(key_of("token_type") + "[" + std::to_string(i) + "] is " + std::to_string(t) +
+                              "; token types are 1 (normal) to 6 (byte)");
+      v.attr[i] = kAttrOfType[t];
+    }
+    // llama.cpp renames empty entries so that every token has a distinct, visible text.
+    if (v.text[i].empty()) v.text[i] = "[EMPTY_" + std::to_string(i) + "]";
+    if ((v.attr[i] & token_attr::byte) && !is_byte_token_text(v.text[i]))
+      return malformed_file(key_of("tokens") + "[" + std::to_string(i) + "] is a byte token but reads '" + v.text[i] +
+                            "' instead of <0xHH>");
+  }
+
+  // Special ids: llama.cpp's SentencePiece defaults, replaced by the file's keys.
+  const auto in_range = [&](int64_t id) { return id >= 0 && id < static_cast<int64_t>(n); };
+  v.bos = in_range(1) ? 1 : -1;
+  v.eos = in_range(2) ? 2 : -1;
+  v.unk = 0;
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
+  struct Slot {
+    const char* key;
+    const std::optional<int64_t>& given;
+    int32_t& id;
+  };
+  // -1 (or its u32 spelling) is how some writers say "none" for a role without a default.
+  const auto means_none = [](int64_t id) { return id == -1 || id == 0xFFFFFFFF; };
+  const Slot slots[] = {{"bos_token_id", f.bos, v.bos},          {"eos_token_id", f.eos, v.eos},
+                        {"eot_token_id", f.eot, v.eot},          {"eom_token_id", f.eom, v.eom},
+                        {"unknown_token_id", f.unk, v.unk},      {"padding_token_id", f.pad, v.pad},
+                        {"fim_pre_token_id", f.fim_pre, fim_pre}, {"fim_suf_token_id", f.fim_suf, fim_suf},
+                        {"fim_mid_token_id", f.fim_mid, fim_mid}, {"fim_pad_token_id", f.fim_pad, fim_pad},
+                        {"fim_rep_token_id", f.fim_rep, fim_rep}, {"fim_sep_token_id", f.fim_sep, fim_sep}};
+  for (const Slot& s : slots) {
+    if (!s.given || (s.id < 0 && means_none(*s.given))) continue;
+    if (!in_range(*s.given))
+      return malformed_file(key_of(s.key) + " is " + std::to_string(*s.given) + ", outside the vocabulary of " + count +
+                            " tokens");
+    s.id = static_cast<int32_t>(*s.given);
+  }
+  v.add_bos = f.add_bos.value_or(true);
+  v.add_eos = f.add_eos.value_or(false);
+  v.add_space_prefix = f.add_space_prefix.value_or(true);
+
+  // Lookup by text; a later duplicate wins, as in llama.cpp's text-to-id map.
+  std::unordered_map<std::string_view, int32_t> by_text;
+  by_text.reserve(n);
+  for (size_t i = 0; i < n; ++i) by_text[v.text[i]] = static_cast<int32_t>(i);
+  const auto find = [&](std::string_view t) -> int32_t {
+    const auto it = by_text.find(t);
+    return it == by_text.end() ? -1 : it->second;
+  };
+
+  // Special tokens the file does not name: recognised by their text, and made control tokens.
+  const std::pair<int32_t*, std::span<const std::string_view>> roles[] = {
+      {&v.eot, kEotTexts},        {&v.eom, kEomTexts},        {&fim_pre, kFimPreTexts}, {&fim_suf, kFimSufTexts},
+      {&fim_mid, kFimMidTexts},   {&fim_pad, kFimPadTexts},   {&fim_rep, kFimRepTexts}, {&fim_sep, kFimSepTexts}};
+  for (const auto& [id, texts] : roles) {
+    if (*id >= 0) continue;
+    for (std::string_view t : texts) {
+      if (const int32_t found = find(t); found >= 0) {
+        *id = found;
+        v.attr[found] |= token_attr::control;
+        break;
+      }
+    }
+  }
+  // Control tokens named "...unused..." are placeholders.
+  for (size_t i = 0; i < n; ++i)
+    if ((v.attr[i] & token_attr::control) && v.text[i].find("unused") != std::string::npos)
+      v.attr[i] |= token_attr::unused;
+  for (std::string_view t : kEndOfGenerationTexts) {
+    if (const int32_t id = find(t); id >= 0) {
+      v.eog.push_back(id);
+      v.attr[id] |= token_attr::control;
+    }
+  }
+  for (int32_t id : {fim_pad, fim_rep, fim_sep, v.eos, v.eot, v.eom})
+    if (id >= 0) v.eog.push_back(id);
+  std::sort(v.eog.begin(), v.eog.end());
+  v.eog.erase(std::unique(v.eog.begin(), v.eog.end()), v.eog.end());
+
+  for (size_t i = 0; i < n; ++i)
+    if (v.attr[i] & (token_attr::control | token_attr::user_defined | token_attr::unknown))
+      v.split_tokens.push_back(static_cast<int32_t>(i));
+  std::stable_sort(v.split_tokens.begin(), v.split_tokens.end(),
+                   [&](int32_t a, int32_t b) { return v.text[a].size() > v.text[b].size(); });
+
+  // Phi-3's special tokens swallow the whitespace after them (llama.cpp keys this on the name).
+  const std::string name = lowercase(f.model_name);
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    for (int32_t id : v.split_tokens) v.attr[id] |= token_attr::rstrip;
+    if (const int32_t id = find("</s>"); id >= 0) v.attr[id] |= token_attr::rstrip;
+    for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"})
+      if (const int32_t id = find(t); id >= 0) v.attr[id] &= ~token_attr::rstrip;
+  }
+  return v;
+}
+
+}  // namespace infer

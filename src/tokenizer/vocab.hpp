@@ -1,0 +1,92 @@
+// A tokenizer vocabulary the way llama.cpp sees it: token texts, scores, attributes and special
+// ids, read from a model file's tokenizer.ggml.* keys, checked, and adjusted by the same
+// text-based rules llama.cpp applies at load time (which tokens end generation, which
+// "control-looking" tokens become control tokens). Every tokenizer backend builds on it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/metadata.hpp"
+#include "infer/status.hpp"
+
+namespace infer {
+
+// GGUF token types (tokenizer.ggml.token_type); the numbers are SentencePiece's piece types.
+enum class TokenType : int32_t {
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
+};
+
+// Token attributes: a bit set, as llama.cpp derives them from the token types.
+namespace token_attr {
+inline constexpr uint32_t normal = 1u << 0;
+inline constexpr uint32_t unknown = 1u << 1;
+inline constexpr uint32_t control = 1u << 2;
+inline constexpr uint32_t user_defined = 1u << 3;
+inline constexpr uint32_t unused = 1u << 4;
+inline constexpr uint32_t byte = 1u << 5;
+inline constexpr uint32_t lstrip = 1u << 6;  // whitespace before the token is dropped when splitting
+inline constexpr uint32_t rstrip = 1u << 7;  // whitespace after the token is dropped when splitting
+}  // namespace token_attr
+
+// The tokenizer.ggml.* fields of a model file as stored, before any check: what a GGUF file
+// holds, or what llama.cpp's converter writes for a tokenizer.model.
+struct VocabFields {
+  std::string model;                   // tokenizer.ggml.model: "llama", "gpt2", ...
+  std::vector<std::string> tokens;     // tokenizer.ggml.tokens
+  std::vector<float> scores;           // tokenizer.ggml.scores; empty when absent
+  std::vector<int32_t> token_types;    // tokenizer.ggml.token_type; empty when absent
+  // Special token ids (tokenizer.ggml.<name>_token_id); nullopt when the key is absent.
+  std::optional<int64_t> bos, eos, eot, eom, unk, pad;
+  std::optional<int64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
+  std::optional<bool> add_bos, add_eos, add_space_prefix;
+  std::optional<int64_t> declared_vocab_size;  // <arch>.vocab_size, when present
+  std::string model_name;                      // general.name (a few llama.cpp rules key on it)
+
+  // Writes the fields that are set as tokenizer.ggml.* keys (for writers such as
+  // infer-make-model).
+  void write_to(Metadata& md) const;
+};
+
+// Reads the tokenizer.ggml.* keys. Fails (naming the key) when a key holds the wrong kind of
+// value: tokens not an array of strings, scores not f32/i32, token types not i32, ids not
+// integers, flags not booleans; not_found when tokenizer.ggml.model or .tokens is missing.
+Result<VocabFields> read_vocab_fields(const Metadata& md);
+
+struct Vocab {
+  std::vector<std::string> text;  // one per id; llama.cpp's "[EMPTY_<id>]" for empty entries
+  std::vector<float> score;
+  std::vector<uint32_t> attr;     // token_attr bits
+
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
+  std::vector<int32_t> eog;       // every id that ends generation (eos, eot, eom, ...), sorted
+  bool add_bos = false, add_eos = false;
+  bool add_space_prefix = false;  // a space goes before each run of text (SentencePiece's
+                                  // dummy prefix); decoding drops it again
+
+  // Control, user-defined and unknown tokens: the strings a prompt is split on before the
+  // text between them is tokenized. Longest text first; equal lengths by id.
+  std::vector<int32_t> split_tokens;
+
+  int32_t size() const noexcept { return static_cast<int32_t>(text.size()); }
+  bool valid(int32_t id) const noexcept { return id >= 0 && id < size(); }
+  bool has(int32_t id, uint32_t attrs) const noexcept { return valid(id) && (attr[id] & attrs) != 0; }
+  bool is_eog(int32_t id) const noexcept;
+};
+
+// Checks the fields and builds the vocabulary for tokenizer model "llama" (SentencePiece):
+// arrays of equal length (and equal to <arch>.vocab_size when declared), token types 1..6,
+// special ids in range (-1 accepted as "none" for roles without a default), byte tokens spelled
+// <0xHH>. Defaults follow llama.cpp: BOS 1, EOS 2,
+// UNK 0 (when in range), add_bos true, add_eos false, add_space_prefix true.
+Result<Vocab> build_sentencepiece_vocab(VocabFields fields);
+
+}  // namespace infer

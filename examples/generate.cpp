@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   cli::LoadedModel m = cli::load(kTool, o.model);
   const ModelInfo& info = m.model->info();
 
-  auto prompt = m.tokenizer->encode(o.prompt, m.tokenizer->add_bos(), o.parse_special);
+  auto prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, o.parse_special);
   if (!prompt.ok()) cli::fail(kTool, prompt.status().message());
   std::vector<int32_t> tokens = std::move(prompt).value();
   if (tokens.empty()) cli::fail(kTool, "the prompt is empty (no tokens)");
@@ -181,7 +181,10 @@ int main(int argc, char** argv) {
   const double gen_ms = gen_timer.elapsed_ms();
   if (o.ids) {
     std::string line;
-    for (size_t i = 0; i < generated.size(); ++i) line += (i ? " " : "") + std::to_string(generated[i]);
+    for (size_t i = 0; i < generated.size(); ++i) {
+      if (i) line += ' ';
+      line += std::to_string(generated[i]);
+    }
     emit(line + "\n");
   } else if (finish != "stop") {
     emit(stop->push(detok.flush()).text);

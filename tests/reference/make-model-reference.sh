@@ -37,10 +37,15 @@ reference() {  # model file, kind (ours|llama)
   local model=$1 kind=$2 name
   name=$(basename "$model" .gguf)
   local log="$work/$name.ppl.log"
-  "$bin/llama-perplexity" -m "$model" -f "$text" -c $ctx -b $ctx --chunks $ppl_chunks -t 2 >"$log" 2>&1 ||
-    { cat "$log" >&2; exit 1; }
-  local ppl err
-  read -r ppl err < <(sed -nE 's/.*Final estimate: PPL = ([0-9.]+) \+\/- ([0-9.]+).*/\1 \2/p' "$log")
+  local ppl= err= try
+  # llama.cpp logs from a background thread and now and then exits before the last line is
+  # written: run again until the final estimate is there.
+  for try in 1 2 3 4 5; do
+    "$bin/llama-perplexity" -m "$model" -f "$text" -c $ctx -b $ctx --chunks $ppl_chunks -t 2 >"$log" 2>&1 ||
+      { cat "$log" >&2; exit 1; }
+    read -r ppl err < <(sed -nE 's/.*Final estimate: PPL = ([0-9.]+) \+\/- ([0-9.]+).*/\1 \2/p' "$log") || true
+    [[ -n $ppl ]] && break
+  done
   [[ -n $ppl ]] || { cat "$log" >&2; echo "no PPL for $model" >&2; exit 1; }
   "$bin/llama-perplexity" -m "$model" -f "$text" -c $ctx -b $ctx --chunks 1 -t 2 \
     --kl-divergence-base "$out/$name.kld" >"$work/$name.kld.log" 2>&1 || { cat "$work/$name.kld.log" >&2; exit 1; }

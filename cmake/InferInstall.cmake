@@ -22,5 +22,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/inferConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/inferConfig.cmake ${PROJECT_BINARY_DIR}/inferConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/FindSentencePiece.cmake DESTINATION ${INFER_CMAKE_DIR})
 
+# The .pc file locates the prefix relative to itself, so an installed tree can be moved.
+file(RELATIVE_PATH INFER_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
+string(REGEX REPLACE "/$" "" INFER_PC_TO_PREFIX "${INFER_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/infer.pc.in ${PROJECT_BINARY_DIR}/infer.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/infer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -36,6 +36,20 @@ std::string read_text_file(const char* tool, const std::string& path) {
   return ss.str();
 }
 
+DType parse_kv_type(const char* tool, const char* usage, const std::string& text) {
+  if (text == "f16") return DType::f16;
+  if (text == "f32") return DType::f32;
+  usage_error(tool, "--kv-type must be f16 or f32", usage);
+}
+
+KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type) {
+  KvCacheConfig config = model.kv_config(0, 16, kv_type);
+  config.budget_bytes = KvCache::budget_for_tokens(config, n_ctx);
+  auto kv = KvCache::create(config);
+  if (!kv.ok()) fail(tool, kv.status().message());
+  return std::move(kv).value();
+}
+
 LoadedModel load(const char* tool, const std::string& path, bool with_model) {
   Timer timer;
   LoadedModel m;

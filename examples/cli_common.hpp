@@ -37,6 +37,12 @@ struct LoadedModel {
   double load_ms = 0;
 };
 
+// "--kv-type" values: f16 or f32 (a usage error otherwise).
+DType parse_kv_type(const char* tool, const char* usage, const std::string& text);
+
+// A KV cache with exactly enough blocks for one sequence of n_ctx tokens (exits on error).
+KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type);
+
 // Opens the file, builds the model and its tokenizer; exits with status 1 and one line on error.
 LoadedModel load(const char* tool, const std::string& path, bool with_model = true);
 

@@ -81,12 +81,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--stop") o.stops.push_back(next());
     else if (a == "--ids") o.ids = true;
     else if (a == "--no-parse-special") o.parse_special = false;
-    else if (a == "--kv-type") {
-      const std::string t = next();
-      if (t == "f16") o.kv_type = DType::f16;
-      else if (t == "f32") o.kv_type = DType::f32;
-      else cli::usage_error(kTool, "--kv-type must be f16 or f32", kUsage);
-    } else if (a == "-h" || a == "--help") {
+    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
+    else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
@@ -119,13 +115,7 @@ int main(int argc, char** argv) {
   if (static_cast<int64_t>(tokens.size()) >= n_ctx)
     cli::fail(kTool, "the prompt has " + std::to_string(tokens.size()) + " tokens; the context holds " + std::to_string(n_ctx) +
                          " (raise -c)");
-  const int block_size = 16;
-  // Exactly enough blocks for the context: memory is planned up front.
-  auto probe = m.model->kv_config(0, block_size, o.kv_type);
-  const uint64_t row_bytes = 2ull * probe.n_layer * probe.n_kv_heads * probe.head_dim * dtype_traits(o.kv_type)->block_bytes;
-  auto kv = KvCache::create(m.model->kv_config(row_bytes * static_cast<uint64_t>((n_ctx + block_size - 1) / block_size * block_size),
-                                               block_size, o.kv_type));
-  if (!kv.ok()) cli::fail(kTool, kv.status().message());
+  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type);
   auto stop = StopMatcher::create(o.stops);
   if (!stop.ok()) cli::usage_error(kTool, stop.status().message(), kUsage);
 
@@ -141,11 +131,11 @@ int main(int argc, char** argv) {
   Timer prompt_timer;
   for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(o.n_batch)) {
     const size_t end = std::min(tokens.size(), start + static_cast<size_t>(o.n_batch));
-    if (!kv->append(seq, static_cast<int64_t>(end - start))) cli::fail(kTool, "KV cache full");
+    if (!kv.append(seq, static_cast<int64_t>(end - start))) cli::fail(kTool, "KV cache full");
     batch.clear();
     batch.sequences.push_back({seq.blocks});
     for (size_t t = start; t < end; ++t) batch.add(tokens[t], static_cast<int32_t>(t), 0, t + 1 == tokens.size());
-    if (Status s = m.model->forward(batch, kv->view(), logits.data(), pool); !s.is_ok()) cli::fail(kTool, s.message());
+    if (Status s = m.model->forward(batch, kv.view(), logits.data(), pool); !s.is_ok()) cli::fail(kTool, s.message());
   }
   const double prompt_ms = prompt_timer.elapsed_ms();
 
@@ -172,11 +162,11 @@ int main(int argc, char** argv) {
       break;
     }
     if (o.n_predict >= 0 && i + 1 == o.n_predict) break;
-    if (!kv->append(seq, 1)) cli::fail(kTool, "KV cache full");
+    if (!kv.append(seq, 1)) cli::fail(kTool, "KV cache full");
     batch.clear();
     batch.sequences.push_back({seq.blocks});
     batch.add(tok, static_cast<int32_t>(tokens.size() - 1), 0, true);
-    if (Status s = m.model->forward(batch, kv->view(), logits.data(), pool); !s.is_ok()) cli::fail(kTool, s.message());
+    if (Status s = m.model->forward(batch, kv.view(), logits.data(), pool); !s.is_ok()) cli::fail(kTool, s.message());
   }
   const double gen_ms = gen_timer.elapsed_ms();
   if (o.ids) {

@@ -97,12 +97,8 @@ int main(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 1024));
     else if (a == "--chunks") o.max_chunks = cli::parse_int(kTool, kUsage, a, next(), 1, 1 << 30);
     else if (a == "--kl-divergence-base") o.kld_base = next();
-    else if (a == "--kv-type") {
-      const std::string t = next();
-      if (t == "f16") o.kv_type = DType::f16;
-      else if (t == "f32") o.kv_type = DType::f32;
-      else cli::usage_error(kTool, "--kv-type must be f16 or f32", kUsage);
-    } else if (a == "-h" || a == "--help") {
+    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
+    else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
@@ -136,12 +132,7 @@ int main(int argc, char** argv) {
   for (int32_t t : tokens)
     if (t < 0 || t >= n_vocab) cli::fail(kTool, "token id " + std::to_string(t) + " outside the vocabulary");
 
-  const int block_size = 16;
-  const auto probe = m.model->kv_config(0, block_size, o.kv_type);
-  const uint64_t per_token = 2ull * probe.n_layer * probe.n_kv_heads * probe.head_dim * dtype_traits(o.kv_type)->block_bytes;
-  auto kv = KvCache::create(m.model->kv_config(per_token * static_cast<uint64_t>((n_ctx + block_size - 1) / block_size * block_size),
-                                               block_size, o.kv_type));
-  if (!kv.ok()) cli::fail(kTool, kv.status().message());
+  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type);
   ThreadPool pool(o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
   const int64_t first = n_ctx / 2;
@@ -158,18 +149,18 @@ int main(int argc, char** argv) {
                static_cast<long long>(n_ctx), static_cast<long long>(n_ctx - first - 1));
   for (int64_t c = 0; c < n_chunk; ++c) {
     const int64_t start = c * n_ctx;
-    kv->release(seq);
+    kv.release(seq);
     int64_t out_row = 0;
     for (int64_t bstart = 0; bstart < n_ctx; bstart += o.n_batch) {
       const int64_t bend = std::min(n_ctx, bstart + o.n_batch);
-      if (!kv->append(seq, bend - bstart)) cli::fail(kTool, "KV cache full");
+      if (!kv.append(seq, bend - bstart)) cli::fail(kTool, "KV cache full");
       batch.clear();
       batch.sequences.push_back({seq.blocks});
       for (int64_t j = bstart; j < bend; ++j) {
         const int32_t tok = (j == 0 && add_bos) ? bos : tokens[static_cast<size_t>(start + j)];
         batch.add(tok, static_cast<int32_t>(j), 0, j >= first);
       }
-      if (Status s = m.model->forward(batch, kv->view(), logits.data() + out_row * n_vocab, pool); !s.is_ok())
+      if (Status s = m.model->forward(batch, kv.view(), logits.data() + out_row * n_vocab, pool); !s.is_ok())
         cli::fail(kTool, s.message());
       out_row += batch.logit_rows();
     }

@@ -44,6 +44,13 @@ Result<KvCache> KvCache::create(const KvCacheConfig& c) {
   return kv;
 }
 
+uint64_t KvCache::budget_for_tokens(const KvCacheConfig& c, int64_t n_tokens) {
+  const uint64_t blocks = static_cast<uint64_t>((n_tokens + c.block_size - 1) / c.block_size);
+  const uint64_t elem = dtype_traits(c.kv_type)->block_bytes;
+  return blocks * 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(c.n_kv_heads) *
+         static_cast<uint64_t>(c.block_size) * static_cast<uint64_t>(c.head_dim) * elem;
+}
+
 int64_t KvCache::blocks_needed(const SequenceKv& seq, int64_t n_new) const noexcept {
   const int64_t bs = config_.block_size;
   const int64_t have = static_cast<int64_t>(seq.blocks.size());

@@ -64,6 +64,8 @@ class KvCache {
  public:
   // Sizes the pool from the budget: out_of_range when not even one block fits.
   static Result<KvCache> create(const KvCacheConfig& config);
+  // The budget that holds exactly enough blocks for n_tokens positions of one sequence.
+  static uint64_t budget_for_tokens(const KvCacheConfig& config, int64_t n_tokens);
 
   const KvCacheConfig& config() const noexcept { return config_; }
   int64_t n_blocks() const noexcept { return n_blocks_; }
@@ -76,7 +78,7 @@ class KvCache {
   // Grows `seq` by n_new token positions, all or nothing: false (and no change) when the pool
   // has too few free blocks. "Cache full" is an expected outcome, not an error.
   bool append(SequenceKv& seq, int64_t n_new);
-  // Returns all of seq's blocks to the pool (newest first, so the oldest are reused last).
+  // Returns all of seq's blocks to the pool.
   void release(SequenceKv& seq);
 
  private:

@@ -1,11 +1,11 @@
 // How the ids come out identical to llama.cpp's (llama-vocab.cpp, SPM):
 //
 //   1. the prompt is split on special-token strings (special_split.cpp);
-//   2. each text run gets a leading space when the vocabulary asks for one, spaces become "▁";
+//   2. a text run that starts the prompt or follows a special token gets a leading space when
+//      the vocabulary asks for one; spaces become "▁";
 //   3. the run is cut into characters by their lead bytes (a malformed one becomes byte tokens,
-//      step 4), and adjacent symbols are merged, best-scoring pair
-//      first (leftmost on ties), as long as the merged text is a vocabulary entry — any entry,
-//      whatever its type;
+//      step 4), and adjacent symbols are merged, best-scoring pair first (leftmost on ties), as
+//      long as the merged text is a vocabulary entry — any entry, whatever its type;
 //   4. a symbol that is no entry becomes byte tokens, looked up by the text "<0xAB>" (or the
 //      one-byte text itself).
 //
@@ -18,6 +18,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <array>
 #include <unordered_set>
 

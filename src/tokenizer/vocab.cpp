@@ -1,7 +1,6 @@
 #include "tokenizer/vocab.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <limits>
 #include <span>

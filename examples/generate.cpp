@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
 
   ThreadPool pool(o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   Sampler sampler(o.sampling);
-  IncrementalDetokenizer detok(*m.tokenizer);
+  // Generated text continues the prompt: its first piece keeps its leading space.
+  IncrementalDetokenizer detok(*m.tokenizer, DecodeOptions{.keep_leading_space = true});
   SequenceKv seq;
   Batch batch;
   std::vector<float> logits(static_cast<size_t>(info.n_vocab));

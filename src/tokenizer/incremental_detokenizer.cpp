@@ -36,14 +36,17 @@ std::string IncrementalDetokenizer::push(int32_t id) {
   if (options_.remove_special && tokenizer_.add_eos() && id == tokenizer_.eos_id()) eos_held_ = true;
   else append(id);
 
+  // A character still waiting for bytes is held back; bytes that can never complete one (a lead
+  // byte followed by a non-continuation, a stray continuation) become U+FFFD, so every chunk a
+  // stream consumer sees is valid UTF-8.
   const size_t ready = pending_.size() - utf8::incomplete_tail(pending_);
-  std::string out = pending_.substr(0, ready);
+  std::string out = utf8::sanitize(std::string_view(pending_).substr(0, ready));
   pending_.erase(0, ready);
   return out;
 }
 
 std::string IncrementalDetokenizer::flush() {
-  std::string out = std::move(pending_);
+  std::string out = utf8::sanitize(pending_);
   reset();
   return out;
 }

@@ -55,4 +55,21 @@ size_t incomplete_tail(std::string_view s) noexcept {
   return 0;
 }
 
+std::string sanitize(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t n = lead_length(static_cast<uint8_t>(s[i]));
+    if (n <= s.size() - i && is_one_valid_char(s.substr(i, n))) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace infer::utf8

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace infer::utf8 {
@@ -26,5 +27,9 @@ bool is_valid(std::string_view s) noexcept;
 // lead byte followed by fewer continuation bytes than it announces. Bytes that can never become
 // part of a valid character are not counted.
 size_t incomplete_tail(std::string_view s) noexcept;
+
+// `s` with every byte that is not part of a well-formed character replaced by U+FFFD, so the
+// result is always valid UTF-8 (valid input comes back unchanged).
+std::string sanitize(std::string_view s);
 
 }  // namespace infer::utf8

@@ -235,6 +235,23 @@ TEST_CASE("decode drops the space encoding added, keeping it after a BOS as llam
   CHECK(tok->decode({}) == "");
 }
 
+TEST_CASE("bytes that cannot form a character stream as U+FFFD, never as broken UTF-8", "[tokenizer]") {
+  const auto tok = gguf_tokenizer();
+  // A three-byte lead (0xE2) then 'Z', and a stray continuation byte (0x80).
+  const auto ids = encode(*tok, std::string("\xE2Z\x80ok"), false, false);
+  IncrementalDetokenizer detok(*tok, {.keep_leading_space = true});
+  std::string streamed;
+  for (const int32_t id : ids) {
+    const std::string chunk = detok.push(id);
+    CHECK(utf8::is_valid(chunk));
+    streamed += chunk;
+  }
+  streamed += detok.flush();
+  CHECK(streamed == " \xEF\xBF\xBDZ\xEF\xBF\xBDok");
+  CHECK(utf8::sanitize("a\xC3") == "a\xEF\xBF\xBD");
+  CHECK(utf8::sanitize("\xC3\xA9") == "\xC3\xA9");
+}
+
 TEST_CASE("the incremental detokenizer's chunks are whole UTF-8 characters and concatenate to decode()",
           "[tokenizer]") {
   const auto tok = gguf_tokenizer();
@@ -256,9 +273,12 @@ TEST_CASE("the incremental detokenizer's chunks are whole UTF-8 characters and c
           chunks_valid = chunks_valid && utf8::is_valid(chunk);
           streamed += chunk;
         }
-        streamed += detok.flush();
-        CHECK(streamed == tok->decode(ids, options));
-        if (utf8::is_valid(c.text)) CHECK(chunks_valid);
+        const std::string last = detok.flush();
+        chunks_valid = chunks_valid && utf8::is_valid(last);
+        streamed += last;
+        // decode() keeps raw bytes as llama.cpp does; the stream replaces invalid ones.
+        CHECK(streamed == utf8::sanitize(tok->decode(ids, options)));
+        CHECK(chunks_valid);
       }
     }
   }
@@ -276,10 +296,10 @@ TEST_CASE("a character spread over byte tokens is held back until its last byte 
   CHECK(detok.push(ids[3]).empty());
   CHECK(detok.push(ids[4]) == "\xF0\x9F\x9C\x81");
   CHECK(detok.flush().empty());
-  // An unfinished character comes out, as it is, at the end of the stream.
+  // An unfinished character at the end of the stream comes out as U+FFFD per byte.
   CHECK(detok.push(ids[1]).empty());
   CHECK(detok.push(ids[2]).empty());
-  CHECK(detok.flush() == "\xF0\x9F");
+  CHECK(detok.flush() == "\xEF\xBF\xBD\xEF\xBF\xBD");
   // A ZWJ emoji sequence, token by token: every chunk is whole characters.
   IncrementalDetokenizer zwj(*tok, {.keep_leading_space = true});
   std::string out;

@@ -33,6 +33,7 @@ constexpr const char* kUsage =
     "  --seed S             random seed (default 42)\n"
     "  --stop STR           stop when STR is generated (repeatable; STR is not printed)\n"
     "  --ids                print the generated token ids on one line instead of text\n"
+    "  --ignore-eos         keep generating past end-of-generation tokens (benchmarks)\n"
     "  --no-parse-special   treat special-token text in the prompt as plain text\n"
     "  --kv-type f16|f32    KV cache element type (default f16)\n";
 
@@ -42,7 +43,7 @@ struct Options {
   int threads = 0;
   SamplingParams sampling;
   std::vector<std::string> stops;
-  bool ids = false, parse_special = true;
+  bool ids = false, parse_special = true, ignore_eos = false;
   DType kv_type = DType::f16;
 };
 
@@ -80,6 +81,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--seed") o.sampling.seed = static_cast<uint64_t>(integer(0, INT64_MAX));
     else if (a == "--stop") o.stops.push_back(next());
     else if (a == "--ids") o.ids = true;
+    else if (a == "--ignore-eos") o.ignore_eos = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
   std::string finish = "length";
   for (int64_t i = 0; o.n_predict < 0 || i < o.n_predict; ++i) {
     const int32_t tok = sampler.sample(logits, tokens);
-    if (m.tokenizer->is_eog(tok)) {
+    if (!o.ignore_eos && m.tokenizer->is_eog(tok)) {
       finish = "eog";
       break;
     }

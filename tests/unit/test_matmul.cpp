@@ -184,7 +184,7 @@ TEST_CASE("matmul's y[r][o] is exactly the active ISA's dot of weight row o and 
           prepare_activations(at, x.data() + r * n_in, a.data(), n_in);
           for (int64_t o = 0; o < n_out; ++o) {
             const float expect = t == DType::f32 ? dot_f32(x.data() + r * n_in, w.view.row<const float>(o), n_in)
-                                                 : qdot_kernel(t, isa)(w.view.row(o), a.data(), n_in);
+                                                 : qdot(qdot_kernel(t, isa), w.view.row(o), a.data(), n_in);
             INFO(dtype_name(t) << " n_in " << n_in << " isa " << isa_name(isa) << " row " << r << " out " << o);
             REQUIRE(same_bits(y[r * n_out + o], expect));
           }

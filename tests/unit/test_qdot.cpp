@@ -137,7 +137,7 @@ TEST_CASE("every quantized dot agrees with float64 on the dequantized blocks to 
           }
         }
         for (CpuIsa isa : supported_isas()) {
-          const double got = qdot_kernel(t, isa)(w.data(), a.data(), n);
+          const double got = qdot(qdot_kernel(t, isa), w.data(), a.data(), n);
           const double bound = (chain_length(t, n) + 6) * u * magnitude + extra;
           INFO(dtype_name(t) << " n " << n << " seed " << seed << " isa " << isa_name(isa) << " got " << got << " exact "
                              << exact << " magnitude " << magnitude);
@@ -157,13 +157,41 @@ TEST_CASE("AVX2 dot kernels equal the scalar ones bit for bit on random blocks",
         // Scales over the whole F16 range on half the draws, subnormals included.
         const auto w = random_weights(t, 1, n, 7 * seed + static_cast<uint64_t>(t), seed % 2 ? kTypicalScale : kAnyFiniteHalf);
         const auto a = prepare(t, activation_floats(n, seed));
-        const float ref = qdot_kernel_ref(t)(w.data(), a.data(), n);
-        const float avx2 = qdot_kernel_avx2(t)(w.data(), a.data(), n);
+        const float ref = qdot(qdot_kernel_ref(t), w.data(), a.data(), n);
+        const float avx2 = qdot(qdot_kernel_avx2(t), w.data(), a.data(), n);
         INFO(dtype_name(t) << " n " << n << " seed " << seed << " ref " << ref << " avx2 " << avx2);
         if (std::isnan(ref)) {
           REQUIRE(std::isnan(avx2));
         } else {
           REQUIRE(f32_bits(ref) == f32_bits(avx2));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a kernel given several activation rows returns each row's single-row result", "[qdot]") {
+  for (DType t : qdot_types()) {
+    const int64_t n = dtype_traits(t)->block_size == 1 ? 77 : 512;
+    const auto w = random_weights(t, 1, n, 40 + static_cast<uint64_t>(t));
+    const DType at = activation_type(t);
+    const auto row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n)));
+    const int64_t stride = row + 12;  // rows apart by more than their size
+    const int64_t n_a = 9;            // two 4-row tiles and one more
+    std::vector<uint8_t> a(static_cast<size_t>(n_a * stride));
+    for (int64_t r = 0; r < n_a; ++r) {
+      const auto x = activation_floats(n, 50 + static_cast<uint64_t>(r));
+      prepare_activations(at, x.data(), a.data() + r * stride, n);
+    }
+    for (CpuIsa isa : supported_isas()) {
+      const QDotFn kernel = qdot_kernel(t, isa);
+      for (int64_t count = 1; count <= n_a; ++count) {
+        std::vector<float> y(static_cast<size_t>(3 * count), -1.0f);
+        kernel(w.data(), a.data(), stride, count, n, y.data(), 3);
+        for (int64_t r = 0; r < count; ++r) {
+          INFO(dtype_name(t) << " isa " << isa_name(isa) << " rows " << count << " row " << r);
+          REQUIRE(f32_bits(y[static_cast<size_t>(3 * r)]) == f32_bits(qdot(kernel, w.data(), a.data() + r * stride, n)));
+          REQUIRE(y[static_cast<size_t>(3 * r + 1)] == -1.0f);
         }
       }
     }

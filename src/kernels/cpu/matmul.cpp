@@ -56,6 +56,8 @@ int64_t panel_rows(int64_t row_bytes, int64_t max_rows) {
 
 constexpr int64_t kMaxF32PanelRows = 16;
 constexpr int64_t kMaxQuantPanelRows = 64;
+// Converted activation rows a panel meets at a time: 16 rows of 4096 Q8 elements are 70 KiB.
+constexpr int64_t kActChunkRows = 16;
 
 void matmul_f32(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride,
                 ThreadPool& pool, CpuIsa isa) {
@@ -116,8 +118,10 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   pool.parallel_for(static_cast<size_t>((n_out + panel - 1) / panel), [&](size_t begin, size_t end) {
     for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
       const int64_t o0 = p * panel, o1 = std::min(n_out, o0 + panel);
-      for (int64_t r = 0; r < n_rows; ++r)
-        for (int64_t o = o0; o < o1; ++o) y[r * y_stride + o] = dot(w.row(o), act + r * a_row, n_in);
+      for (int64_t r0 = 0; r0 < n_rows; r0 += kActChunkRows) {
+        const int64_t count = std::min(kActChunkRows, n_rows - r0);
+        for (int64_t o = o0; o < o1; ++o) dot(w.row(o), act + r0 * a_row, a_row, count, n_in, y + r0 * y_stride + o, y_stride);
+      }
     }
   });
 }
@@ -137,7 +141,7 @@ void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_s
   for (int64_t r = 0; r < n_rows; ++r) prepare_activations(at, x + r * x_stride, act.data() + r * a_row, n_in);
   const QDotFn dot = qdot_kernel_ref(w.dtype);
   for (int64_t o = 0; o < n_out; ++o)
-    for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = dot(w.row(o), act.data() + r * a_row, n_in);
+    for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = qdot(dot, w.row(o), act.data() + r * a_row, n_in);
 }
 
 }  // namespace infer

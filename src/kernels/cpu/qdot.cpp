@@ -227,6 +227,12 @@ float dot_half(const void* w, const void* a, int64_t n) noexcept {
   return lane_tree(s);
 }
 
+// The scalar kernels compute one row at a time.
+template <float (*kDot)(const void*, const void*, int64_t) noexcept>
+void rows(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept {
+  for (int64_t r = 0; r < n_a; ++r) y[r * y_stride] = kDot(w, static_cast<const uint8_t*>(a) + r * a_stride, n);
+}
+
 }  // namespace
 
 DType activation_type(DType weight) noexcept {
@@ -248,18 +254,18 @@ DType activation_type(DType weight) noexcept {
 
 QDotFn qdot_kernel_ref(DType weight) noexcept {
   switch (weight) {
-    case DType::f16: return dot_half<f16_to_f32>;
-    case DType::bf16: return dot_half<bf16_to_f32>;
-    case DType::q8_0: return dot_lanes_q8_0<BlockQ8_0>;
-    case DType::q5_0: return dot_lanes_q8_0<BlockQ5_0>;
-    case DType::q4_0: return dot_q4_0;
-    case DType::q4_1: return dot_lanes_q8_1<BlockQ4_1>;
-    case DType::q5_1: return dot_lanes_q8_1<BlockQ5_1>;
-    case DType::q2_k: return dot_tiled<BlockQ2_K, 16, true>;
-    case DType::q3_k: return dot_tiled<BlockQ3_K, 16, false>;
-    case DType::q4_k: return dot_q4_k;
-    case DType::q5_k: return dot_tiled<BlockQ5_K, 32, true>;
-    case DType::q6_k: return dot_tiled<BlockQ6_K, 16, false>;
+    case DType::f16: return rows<dot_half<f16_to_f32>>;
+    case DType::bf16: return rows<dot_half<bf16_to_f32>>;
+    case DType::q8_0: return rows<dot_lanes_q8_0<BlockQ8_0>>;
+    case DType::q5_0: return rows<dot_lanes_q8_0<BlockQ5_0>>;
+    case DType::q4_0: return rows<dot_q4_0>;
+    case DType::q4_1: return rows<dot_lanes_q8_1<BlockQ4_1>>;
+    case DType::q5_1: return rows<dot_lanes_q8_1<BlockQ5_1>>;
+    case DType::q2_k: return rows<dot_tiled<BlockQ2_K, 16, true>>;
+    case DType::q3_k: return rows<dot_tiled<BlockQ3_K, 16, false>>;
+    case DType::q4_k: return rows<dot_q4_k>;
+    case DType::q5_k: return rows<dot_tiled<BlockQ5_K, 32, true>>;
+    case DType::q6_k: return rows<dot_tiled<BlockQ6_K, 16, false>>;
     default: assert(false && "no quantized dot for this type"); return nullptr;
   }
 }

@@ -52,8 +52,18 @@ namespace infer {
 // Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K -> Q8_K. Precondition: can_dequantize(weight).
 DType activation_type(DType weight) noexcept;
 
-// One weight row (n elements) times one activation row.
-using QDotFn = float (*)(const void* w, const void* a, int64_t n) noexcept;
+// One weight row (n elements) times n_a activation rows:
+//   y[r * y_stride] = w · (the activation row at a + r * a_stride bytes), r < n_a.
+// Each result is the same as with n_a = 1: the rows share the weight's unpacking, not sums.
+using QDotFn = void (*)(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y,
+                        int64_t y_stride) noexcept;
+
+// One dot with a kernel of the above.
+inline float qdot(QDotFn kernel, const void* w, const void* a, int64_t n) noexcept {
+  float y;
+  kernel(w, a, 0, 1, n, &y, 1);
+  return y;
+}
 
 // Precondition: can_dequantize(weight) and weight != F32.
 QDotFn qdot_kernel_ref(DType weight) noexcept;

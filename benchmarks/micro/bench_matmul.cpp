@@ -1,6 +1,6 @@
 // Matmul throughput per weight type on a 2048 x 2048 weight, for 1 and 16 x rows, on every ISA
 // the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
-// decoding). Also the row dequantization on its own.
+// decoding). Also the row dequantization and the activation conversion on their own.
 //   build/benchmarks/infer-bench-matmul --benchmark_format=json
 //   (INFER_THREADS=N sets the thread pool size; default: one per hardware thread)
 #include <benchmark/benchmark.h>
@@ -12,7 +12,9 @@
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/qdot.hpp"
 #include "quant/dequantize.hpp"
+#include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"
 
 namespace {
@@ -72,6 +74,18 @@ void BM_Dequantize(benchmark::State& state, DType t) {
   state.SetLabel(std::string(dtype_name(t)) + " " + isa_name(isa));
 }
 
+void BM_PrepareActivations(benchmark::State& state, DType t) {
+  const DType at = activation_type(t);
+  const auto x = test::random_floats(static_cast<size_t>(kN), 4);
+  std::vector<uint8_t> a(*dtype_row_bytes(at, static_cast<uint64_t>(kN)));
+  for (auto _ : state) {
+    prepare_activations(at, x.data(), a.data(), kN);
+    benchmark::DoNotOptimize(a.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kN * static_cast<int64_t>(sizeof(float)));
+  state.SetLabel(std::string(dtype_name(t)) + " -> " + std::string(dtype_name(at)));
+}
+
 const int kRegistered = [] {
   for (DType t : test::computable_types()) {
     const std::string name(dtype_name(t));
@@ -84,6 +98,7 @@ const int kRegistered = [] {
         ->Arg(static_cast<int>(CpuIsa::scalar))
         ->Arg(static_cast<int>(CpuIsa::avx2))
         ->ArgNames({"isa"});
+    if (t != DType::f32) benchmark::RegisterBenchmark(("BM_PrepareActivations/" + name).c_str(), BM_PrepareActivations, t);
   }
   return 0;
 }();

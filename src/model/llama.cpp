@@ -206,9 +206,7 @@ Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, Thre
   if (n == 0) return Status::ok();
   const int64_t E = hp_.n_embd, F = hp_.n_ff, hd = hp_.head_dim;
   const int64_t QD = static_cast<int64_t>(hp_.n_head) * hd, KVD = static_cast<int64_t>(hp_.n_kv_heads) * hd;
-  int32_t max_pos = 0;
-  for (int32_t p : b.positions) max_pos = std::max(max_pos, p);
-  const int64_t att_stride = max_pos + 1 + 2 * hd;
+  const int64_t att_stride = attention_scratch_floats(hp_.head_dim);
   for (auto [s, size] : {std::pair{&x_, n * E}, {&h_, n * E}, {&q_, n * QD}, {&k_, n * KVD}, {&v_, n * KVD},
                          {&att_, n * QD}, {&tmp_, n * E}, {&g_, n * F}, {&u_, n * F}, {&rope_, n * hp_.n_rot},
                          {&attn_scratch_, n * att_stride}, {&logits_in_, n * E}})

@@ -1,7 +1,8 @@
-// The GGUF block layouts of the weight types libinfer computes with, as ggml defines them
-// (ggml-common.h). Every multi-byte field is little-endian; `f16` fields are IEEE half floats.
-// The structs contain only uint8_t/uint16_t members so that the compiler adds no padding: the
-// static_asserts pin each size to the dtype table.
+// The GGUF block layouts of the weight types libinfer computes with, and of the activation types
+// the matmul quantizes its inputs to (Q8_0, Q8_1, Q8_K), as ggml defines them (ggml-common.h).
+// Every multi-byte field is little-endian; `f16` fields are IEEE half floats. The structs contain
+// only members whose sizes add up without padding: the static_asserts pin each size to the dtype
+// table.
 //
 // "Legacy" types: 32 elements per block, one scale (and a min for the _1 types).
 //
@@ -26,6 +27,10 @@
 //   Q8_0 (34 B, 8.5 bpw)          x = d * q
 //     0  d   f16
 //     2  qs  i8[32]
+//
+//   Q8_1 (36 B, activations only)  x = d * q; s = d * Σq, rounded to F16 (the Q4_1/Q5_1 min term)
+//     0  d   f16     2  s   f16
+//     4  qs  i8[32]
 //
 // K-quants: super-blocks of 256 elements split into sub-blocks of 16 or 32 with their own
 // small integer scales, themselves scaled by f16 super-block factors. Element e of a 2-bit or
@@ -65,6 +70,11 @@
 //   128  qh     u8[64]   per half: 32 bytes; byte l bits 2k..2k+1 = element l + 32k
 //   192  scales i8[16]   one per sub-block of 16
 //   208  d      f16
+//
+//   Q8_K (292 B, activations only) x = d * q,  d a float (not F16)
+//     0  d      f32
+//     4  qs     i8[256]
+//   260  bsums  i16[16]  Σq over each 16 elements (the K-quant min terms)
 #pragma once
 
 #include <cstdint>
@@ -100,6 +110,11 @@ struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK];
 };
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[kQK];
+};
 struct BlockQ2_K {
   uint8_t scales[kQKK / 16];
   uint8_t qs[kQKK / 4];
@@ -132,11 +147,18 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// Q8_K's float makes it 4-byte aligned; 292 is a multiple of 4, so arrays of it have no padding.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+
 // The dtype table (core/dtype.cpp) and these structs must agree byte for byte.
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 
 // Q4_K / Q5_K scale byte map (12 bytes, 8 sub-blocks j, each a 6-bit scale and a 6-bit min):
 //

@@ -1,5 +1,5 @@
-// Helpers for the dequantization and matmul tests: random but valid weight rows of every
-// computable type, and a sweep over the CPU ISAs this machine supports.
+// Helpers for the dequantization, dot and matmul tests: random but valid weight rows of every
+// computable type, their scale and min parts, and a sweep over the CPU ISAs this machine supports.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "core/dtype.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/cpu_features.hpp"
+#include "quant/dequantize.hpp"
 
 namespace infer::test {
 
@@ -120,6 +121,36 @@ class IsaScope {
  private:
   CpuIsa previous_;
 };
+
+// Types whose elements carry a min (d*sc*q - dmin*m, or d*q + m).
+inline bool has_min(DType t) {
+  return t == DType::q4_1 || t == DType::q5_1 || t == DType::q2_k || t == DType::q4_k || t == DType::q5_k;
+}
+
+// A weight row's elements split into the scale part (d*sc*q) and the min part (-dmin*m, or +m),
+// each found by dequantizing the row with the other F16 field of every block set to zero; the min
+// part is zero for types without one. Either part is exact in float.
+struct WeightParts {
+  std::vector<float> scale, min;
+};
+inline WeightParts weight_parts(DType t, const uint8_t* row, int64_t n) {
+  const auto* tr = dtype_traits(t);
+  const size_t bytes = static_cast<size_t>(n / tr->block_size) * tr->block_bytes;
+  auto zeroed = [&](int field) {
+    std::vector<uint8_t> copy(row, row + bytes);
+    const auto off = static_cast<size_t>(f16_field_offsets(t)[static_cast<size_t>(field)]);
+    for (size_t b = 0; b < bytes; b += tr->block_bytes) copy[b + off] = copy[b + off + 1] = 0;
+    std::vector<float> out(static_cast<size_t>(n));
+    dequantize_row_ref(t, copy.data(), out.data(), n);
+    return out;
+  };
+  if (!has_min(t)) {
+    std::vector<float> all(static_cast<size_t>(n));
+    dequantize_row_ref(t, row, all.data(), n);
+    return {all, std::vector<float>(static_cast<size_t>(n), 0.0f)};
+  }
+  return {zeroed(1), zeroed(0)};
+}
 
 // Elements per row that exercise several blocks of the type (and a tail for plain types).
 inline int64_t several_blocks(DType t) {

@@ -1,14 +1,18 @@
 #include "kernels/cpu/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/half.hpp"
-#include "kernels/cpu/dot.hpp"
-#include "kernels/cpu/ops.hpp"
+#include "kernels/cpu/exp_approx.hpp"
 
 namespace infer {
 namespace {
+
+// Positions per tile: ggml's GGML_FA_TILE_KV. The tile boundaries decide where the running max
+// is updated, so they are part of the result.
+constexpr int kTile = 64;
 
 // Loads head_dim elements of a cache row as floats.
 inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept {
@@ -42,31 +46,62 @@ void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int3
   }
 }
 
+int64_t attention_scratch_floats(int head_dim) noexcept { return (kTile + 2) * static_cast<int64_t>(head_dim) + kTile; }
+
 void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,
                    std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch) noexcept {
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_kv_heads;
   const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
-  float* scores = scratch;
-  float* row = scratch + n_ctx;
+  float* kt = scratch;              // the tile's keys, transposed: kt[i * kTile + t]
+  float* p = kt + kTile * hd;       // scores, then probabilities
+  float* row = p + kTile;           // one K or V row
   float* acc = row + hd;
+  auto cache_row = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos) {
+    load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, row);
+  };
   for (int h = 0; h < shape.n_head; ++h) {
     const int kvh = h / group;
     const float* qh = q + static_cast<int64_t>(h) * hd;
-    for (int32_t t = 0; t < n_ctx; ++t) {
-      const uint8_t* k = kv.k_block(layer, blocks[static_cast<size_t>(t / kv.block_size)], kvh) + (t % kv.block_size) * row_bytes;
-      load_row(kv, k, row);
-      scores[t] = dot_f32(qh, row, hd) * shape.scale;
-    }
-    softmax_inplace(scores, n_ctx);
+    float m = -INFINITY, sum = 0.0f;
     for (int i = 0; i < hd; ++i) acc[i] = 0.0f;
-    for (int32_t t = 0; t < n_ctx; ++t) {
-      const uint8_t* v = kv.v_block(layer, blocks[static_cast<size_t>(t / kv.block_size)], kvh) + (t % kv.block_size) * row_bytes;
-      load_row(kv, v, row);
-      const float w = scores[t];
-      for (int i = 0; i < hd; ++i) acc[i] += w * row[i];
+    for (int32_t t0 = 0; t0 < n_ctx; t0 += kTile) {
+      const int n = std::min<int32_t>(kTile, n_ctx - t0);
+      for (int t = 0; t < kTile; ++t) {
+        if (t < n) cache_row(&KvView::k_block, kvh, t0 + t);
+        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = t < n ? row[i] : 0.0f;
+      }
+      // One fused chain per score, all 64 advancing together (lanes of the same loop).
+      for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
+      for (int i = 0; i < hd; ++i)
+        for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
+      float tile_max = -INFINITY;
+      for (int t = 0; t < n; ++t) {
+        p[t] *= shape.scale;
+        tile_max = std::max(tile_max, p[t]);
+      }
+      const float m_new = std::fmax(m, tile_max);
+      if (m_new > m) {
+        const float rescale = std::exp(m - m_new);
+        for (int i = 0; i < hd; ++i) acc[i] *= rescale;
+        sum *= rescale;
+      }
+      m = m_new;
+      // Positions past n_ctx are masked: probability exactly 0, which adds nothing below.
+      for (int t = 0; t < kTile; ++t) p[t] = t < n ? exp_ggml(p[t] - m) : 0.0f;
+      double tile_sum = 0.0;
+      for (int g = 0; g < kTile; g += 8) {
+        const float* l = p + g;
+        tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
+      }
+      sum = static_cast<float>(static_cast<double>(sum) + tile_sum);
+      for (int t = 0; t < n; ++t) {
+        cache_row(&KvView::v_block, kvh, t0 + t);
+        for (int i = 0; i < hd; ++i) acc[i] = std::fma(row[i], p[t], acc[i]);
+      }
     }
-    std::memcpy(out + static_cast<int64_t>(h) * hd, acc, static_cast<size_t>(hd) * 4);
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int i = 0; i < hd; ++i) out[static_cast<int64_t>(h) * hd + i] = acc[i] * inv;
   }
 }
 

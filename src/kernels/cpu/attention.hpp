@@ -1,4 +1,16 @@
-// Causal self-attention of one query row over a sequence's paged KV cache.
+// Causal self-attention of one query row over a sequence's paged KV cache, computed as llama.cpp's
+// CPU flash attention computes it for a batch of 64 rows or more (the tiled path of
+// ggml_compute_forward_flash_attn_ext; smaller batches take another path there, so llama.cpp is
+// not batch-invariant; this is). Per head, over tiles of 64 positions [64j, 64j + 64) ∩ [0, n_ctx):
+//
+//   s_t = scale * (q · k_t), the dot one fused chain over the head dimension in index order;
+//   m = max(m_old, max_t s_t); if m > m_old: acc *= exp(m_old - m), sum *= exp(m_old - m)
+//     (std::exp; m starts at -inf);
+//   p_t = exp_ggml(s_t - m) (kernels/cpu/exp_approx.hpp); sum += the tile's Σp in float64, taken
+//     8 at a time through the tree ((p0+p4)+(p2+p6))+((p1+p5)+(p3+p7)) and rounded to float;
+//   acc_d = fma(v_t,d, p_t, acc_d) for t in order;
+// then out = acc * (1 / sum). K and V rows are read as floats (F16 converted exactly).
+// The result depends only on q and this sequence's cache, never on other rows of the batch.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +27,11 @@ struct AttentionShape {
   float scale = 1.0f;  // usually 1/sqrt(head_dim)
 };
 
-// For each head h: out_h = softmax(scale * q_h · K_t, t < n_ctx) · V_t, reading K/V of `layer`
-// through the sequence's block table. `scratch` holds at least n_ctx + 2 * head_dim floats.
-// The result depends only on q and this sequence's cache, never on other rows of the batch.
+// Floats of scratch attention_row needs (independent of the context length).
+int64_t attention_scratch_floats(int head_dim) noexcept;
+
+// For each head h: out_h = softmax(scale * q_h · K_t, t < n_ctx) · V_t as above, reading K/V of
+// `layer` through the sequence's block table. `scratch` holds attention_scratch_floats(head_dim).
 void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,
                    std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch) noexcept;
 

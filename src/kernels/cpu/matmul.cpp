@@ -9,28 +9,29 @@
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/dot.hpp"
+#include "kernels/cpu/qdot.hpp"
 #include "quant/dequantize.hpp"
+#include "quant/quantize_activations.hpp"
 
 namespace infer {
 namespace {
 
-struct RowKernels {
-  void (*dequantize)(DType, const void*, float*, int64_t) noexcept;
+struct F32Kernels {
   float (*dot)(const float*, const float*, int64_t) noexcept;
   void (*dot4)(const float*, const float* const*, int64_t, float*) noexcept;
   void (*dot4x2)(const float*, const float*, const float* const*, int64_t, float*, float*) noexcept;
 };
 
-RowKernels kernels_for(CpuIsa isa) {
-  if (isa >= CpuIsa::avx2) return {dequantize_row_avx2, dot_f32_avx2, dot4_f32_avx2, dot4x2_f32_avx2};
-  return {dequantize_row_ref, dot_f32_ref, dot4_f32_ref, dot4x2_f32_ref};
+F32Kernels f32_kernels_for(CpuIsa isa) {
+  if (isa >= CpuIsa::avx2) return {dot_f32_avx2, dot4_f32_avx2, dot4x2_f32_avx2};
+  return {dot_f32_ref, dot4_f32_ref, dot4x2_f32_ref};
 }
 
 // y[r][j] = dot(x row r, rows[j]) for j < count: tiles of 4 weight rows x 2 x rows, then what is
 // left one x row or one weight row at a time. Every tile computes each dot exactly as the
 // single dot does, so the tiling never shows in the results.
-void panel_times_rows(const RowKernels& k, const float* const* rows, int64_t count, int64_t n_in, const float* x,
-                      int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride) {
+void f32_panel_times_rows(const F32Kernels& k, const float* const* rows, int64_t count, int64_t n_in, const float* x,
+                          int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride) {
   const int64_t full = count / 4 * 4;
   int64_t r = 0;
   for (; r + 2 <= n_rows; r += 2) {
@@ -44,26 +45,46 @@ void panel_times_rows(const RowKernels& k, const float* const* rows, int64_t cou
     for (r = 0; r < n_rows; ++r) y[r * y_stride + j] = k.dot(x + r * x_stride, rows[j], n_in);
 }
 
-// A panel of dequantized weight rows is reused by every x row, so it should stay in L2 (512 KiB
-// on Zen 3, shared with the x rows streaming through): 4 to 16 rows, about 128 KiB.
+// A panel of weight rows is reused by every x row, so it should stay in L2 (512 KiB on Zen 3,
+// shared with the x rows streaming through): about 128 KiB, 4 to 16 F32 rows, up to 64 others.
 constexpr int64_t kPanelBytes = 128 * 1024;
-constexpr int64_t kMaxPanelRows = 16;
 
-int64_t panel_rows(int64_t n_in) {
-  const int64_t fit = kPanelBytes / std::max<int64_t>(n_in * static_cast<int64_t>(sizeof(float)), 1);
-  return std::clamp<int64_t>(fit / 4 * 4, 4, kMaxPanelRows);
+int64_t panel_rows(int64_t row_bytes, int64_t max_rows) {
+  const int64_t fit = kPanelBytes / std::max<int64_t>(row_bytes, 1);
+  return std::clamp<int64_t>(fit / 4 * 4, 4, max_rows);
 }
 
-// This thread's dequantization scratch, at least `floats` long.
-float* thread_scratch(int64_t floats) {
+constexpr int64_t kMaxF32PanelRows = 16;
+constexpr int64_t kMaxQuantPanelRows = 64;
+// Converted activation rows a panel meets at a time: 16 rows of 4096 Q8 elements are 70 KiB.
+constexpr int64_t kActChunkRows = 16;
+
+void matmul_f32(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride,
+                ThreadPool& pool, CpuIsa isa) {
+  const int64_t n_in = w.shape[0], n_out = w.shape[1];
+  const F32Kernels k = f32_kernels_for(isa);
+  const int64_t panel = panel_rows(n_in * static_cast<int64_t>(sizeof(float)), kMaxF32PanelRows);
+  pool.parallel_for(static_cast<size_t>((n_out + panel - 1) / panel), [&](size_t begin, size_t end) {
+    const float* rows[kMaxF32PanelRows];
+    for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
+      const int64_t o0 = p * panel;
+      const int64_t count = std::min(panel, n_out - o0);
+      for (int64_t j = 0; j < count; ++j) rows[j] = w.row<const float>(o0 + j);
+      f32_panel_times_rows(k, rows, count, n_in, x, n_rows, x_stride, y + o0, y_stride);
+    }
+  });
+}
+
+// The calling thread's buffer for the converted activation rows, at least `bytes` long (grown on
+// first use, then reused). Pool threads only read it, inside the call that filled it.
+uint8_t* activation_scratch(size_t bytes) {
   thread_local AlignedBuffer buffer;
-  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
   if (buffer.size() < bytes) {
     auto grown = AlignedBuffer::allocate(bytes);
     if (!grown.ok()) throw std::bad_alloc();
     buffer = std::move(grown).value();
   }
-  return buffer.as<float>();
+  return buffer.as<uint8_t>();
 }
 
 void check_arguments(const TensorView& w, int64_t n_rows, int64_t x_stride, int64_t y_stride) {
@@ -78,41 +99,49 @@ void check_arguments(const TensorView& w, int64_t n_rows, int64_t x_stride, int6
 void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride,
             ThreadPool& pool) {
   check_arguments(w, n_rows, x_stride, y_stride);
-  const int64_t n_in = w.shape[0];
-  const int64_t n_out = w.shape[1];
+  const int64_t n_in = w.shape[0], n_out = w.shape[1];
   if (n_rows == 0 || n_out == 0) return;
-  const RowKernels k = kernels_for(active_isa());
-  const bool in_place = w.dtype == DType::f32;
-  const int64_t panel = panel_rows(n_in);
-  const int64_t n_panels = (n_out + panel - 1) / panel;
+  const CpuIsa isa = active_isa();
+  if (w.dtype == DType::f32) return matmul_f32(w, x, n_rows, x_stride, y, y_stride, pool, isa);
 
-  pool.parallel_for(static_cast<size_t>(n_panels), [&](size_t begin, size_t end) {
-    float* scratch = in_place ? nullptr : thread_scratch(panel * n_in);
-    const float* rows[kMaxPanelRows];
+  // Each x row is converted once; every weight row's dot then reads it.
+  const DType at = activation_type(w.dtype);
+  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n_in)));
+  uint8_t* act = activation_scratch(static_cast<size_t>(n_rows * a_row));
+  pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t begin, size_t end) {
+    for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r)
+      prepare_activations(at, x + r * x_stride, act + r * a_row, n_in);
+  });
+
+  const QDotFn dot = qdot_kernel(w.dtype, isa);
+  const int64_t panel = panel_rows(static_cast<int64_t>(w.row_bytes()), kMaxQuantPanelRows);
+  pool.parallel_for(static_cast<size_t>((n_out + panel - 1) / panel), [&](size_t begin, size_t end) {
     for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
-      const int64_t o0 = p * panel;
-      const int64_t count = std::min(panel, n_out - o0);
-      for (int64_t j = 0; j < count; ++j) {
-        if (in_place) {
-          rows[j] = w.row<const float>(o0 + j);
-        } else {
-          k.dequantize(w.dtype, w.row(o0 + j), scratch + j * n_in, n_in);
-          rows[j] = scratch + j * n_in;
-        }
+      const int64_t o0 = p * panel, o1 = std::min(n_out, o0 + panel);
+      for (int64_t r0 = 0; r0 < n_rows; r0 += kActChunkRows) {
+        const int64_t count = std::min(kActChunkRows, n_rows - r0);
+        for (int64_t o = o0; o < o1; ++o) dot(w.row(o), act + r0 * a_row, a_row, count, n_in, y + r0 * y_stride + o, y_stride);
       }
-      panel_times_rows(k, rows, count, n_in, x, n_rows, x_stride, y + o0, y_stride);
     }
   });
 }
 
 void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride) {
   check_arguments(w, n_rows, x_stride, y_stride);
-  const int64_t n_in = w.shape[0];
-  std::vector<float> row(static_cast<size_t>(n_in));
-  for (int64_t o = 0; o < w.shape[1]; ++o) {
-    dequantize_row_ref(w.dtype, w.row(o), row.data(), n_in);
-    for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = dot_f32_ref(x + r * x_stride, row.data(), n_in);
+  const int64_t n_in = w.shape[0], n_out = w.shape[1];
+  if (w.dtype == DType::f32) {
+    for (int64_t o = 0; o < n_out; ++o)
+      for (int64_t r = 0; r < n_rows; ++r)
+        y[r * y_stride + o] = dot_f32_ref(x + r * x_stride, w.row<const float>(o), n_in);
+    return;
   }
+  const DType at = activation_type(w.dtype);
+  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n_in)));
+  std::vector<uint8_t> act(static_cast<size_t>(n_rows * a_row));
+  for (int64_t r = 0; r < n_rows; ++r) prepare_activations(at, x + r * x_stride, act.data() + r * a_row, n_in);
+  const QDotFn dot = qdot_kernel_ref(w.dtype);
+  for (int64_t o = 0; o < n_out; ++o)
+    for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = qdot(dot, w.row(o), act.data() + r * a_row, n_in);
 }
 
 }  // namespace infer

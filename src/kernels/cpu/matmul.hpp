@@ -3,18 +3,21 @@
 //
 //   y[r * y_stride + o] = Σ_i x[r * x_stride + i] * W[o][i]
 //
-// Each weight row is dequantized once per call (F32 rows are read in place) and reused for every
-// x row, so weights stream from memory once per engine step whatever the batch size. Work is split
-// over output features in panels of weight rows.
+// computed as llama.cpp's CPU backend computes it (docs/quantization.md):
+//   - F32 weights: an F32 dot of the x row and the weight row, read in place (kernels/cpu/dot.hpp);
+//   - any other type: each x row is converted once per call to the weight's activation type
+//     (Q8_0, Q8_1, Q8_K, F16 or BF16; quant/quantize_activations.hpp), then every output is the
+//     block dot product of a weight row and a converted row (kernels/cpu/qdot.hpp).
+// Weights stream from memory once per call whatever the batch size: work is split over panels of
+// weight rows, and each panel meets every x row while it is in cache.
 //
-// Batch invariance: y[r][o] is dot_f32(x row r, W row o) of the active ISA (scalar reference or
-// AVX2, see kernels/cpu/dot.hpp): its bits depend only on those two rows, never on n_rows, the
-// other rows, the thread count or the panel split.
+// Batch invariance: y[r][o] depends only on x row r and weight row o (and the active ISA for F32
+// weights): never on n_rows, the other rows, the thread count or the panel split.
 //
 // Preconditions, asserted: w on the CPU, 2-D, can_dequantize(w.dtype); n_rows >= 0;
 // x_stride >= n_in; y_stride >= n_out; y does not overlap x or w.
-// Each thread keeps one scratch buffer for dequantized rows, grown on first use and then reused:
-// steady-state calls allocate nothing. Growing it can throw std::bad_alloc (out of memory).
+// The calling thread keeps one buffer for converted activations, grown on first use and then
+// reused: steady-state calls allocate nothing. Growing it can throw std::bad_alloc (out of memory).
 #pragma once
 
 #include <cstdint>
@@ -28,8 +31,9 @@ class ThreadPool;
 void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride,
             ThreadPool& pool);
 
-// The scalar twin: dequantize_row_ref + dot_f32_ref, single-threaded. Equal bit for bit to
-// matmul() while the scalar ISA is active.
+// The scalar twin, single-threaded: dot_f32_ref for F32 weights, otherwise the same activation
+// conversion and qdot_kernel_ref. Equal bit for bit to matmul() while the scalar ISA is active,
+// and under AVX2 too for every type but F32 (the AVX2 F32 dot fuses, the scalar one does not).
 void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride);
 
 }  // namespace infer

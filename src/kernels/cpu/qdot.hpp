@@ -1,0 +1,75 @@
+// Dot products of one weight row with one activation row in the weight's activation type: what
+// llama.cpp's CPU backend computes for a mul_mat on x86 with AVX2 when a batch has 8 rows or more
+// (prompt processing; for fewer rows ggml switches to kernels with other float orders, so it is not
+// batch-invariant; these kernels are).
+//
+// The weight type decides the activation type (activation_type(), ggml's vec_dot_type) and the
+// code path ggml runs, which fixes the order of the float operations. Integer sums of products are
+// exact, so only the float steps below matter; they run in exactly this order, `fma` fused:
+//
+//  weight      activation  ggml path            float steps (dW, dA: block scales as floats)
+//  F16, BF16   F16, BF16   llamafile tinyBLAS   lane i%8: s += w_i * a_i (exact products);
+//                                               then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7))
+//  Q8_0, Q5_0  Q8_0        llamafile tinyBLAS   per block: dd = dW*dA; lane p (elements 4p..4p+3):
+//                                               s_p = fma(dd, I_p, s_p); then the tree above
+//  Q4_1, Q5_1  Q8_1        vec_dot              as Q8_0, and mins = fma(mW, sA, mins) per block;
+//                                               result tree + mins
+//  Q4_0        Q8_0        repack 8x8 gemm      per block: acc = fma(I, dW*dA, acc)
+//  Q4_K        Q8_K        repack 8x8 gemm      per 64 elements (sub-blocks j, j+1):
+//                                               acc = fma(sc_j I_j + sc_j+1 I_j+1, dW*dA, acc),
+//                                               accm = fma(m_j B_j + m_j+1 B_j+1, dminW*dA, accm);
+//                                               result acc - accm
+//  Q2_K, Q5_K  Q8_K        tiled                per super-block: r = dW * S; r = fma(-dminW, M, r);
+//                                               acc = fma(r, dA, acc)
+//  Q3_K, Q6_K  Q8_K        tiled                per super-block: acc = fma(dW * S, dA, acc)
+//
+// I: integer dot of the block's (or lane's, sub-block's) weight quants and activation quants, the
+// weight quants with their offsets applied (q - 8 for Q4_0, q - 4 for a Q3_K element without its
+// high bit, ...); S = Σ_j sc_j I_j over the sub-blocks, M = Σ_j m_j B_j where B_j is the sum of
+// the activation quants of sub-block j (from the Q8_K bsums). Integer-to-float conversions round
+// to nearest even; only Q5_K's and Q6_K's S can exceed 2^24 and round there.
+//
+// Accuracy: every step is exact but the float ones, so the result is within a few units of float
+// rounding per block of Σ|w_i a_i| (Σ|d sc q a| + Σ|dmin m a| for the types with a min), with w
+// and a the dequantized weight and activation (tests/unit/test_qdot.cpp states the bounds).
+//
+// qdot_kernel_avx2 returns kernels bit-identical to qdot_kernel_ref's: they compute the same
+// integers and the same float steps (the scalar code fuses with std::fma). F32 weights are not
+// covered here: the matmul multiplies them with F32 activations through kernels/cpu/dot.hpp.
+//
+// Preconditions of a kernel, asserted: n >= 0 a multiple of the weight's block size; w holds n
+// elements of the weight type, a the activation row prepared by prepare_activations().
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+
+namespace infer {
+
+// ggml's vec_dot_type: F32 -> F32, F16 -> F16, BF16 -> BF16, Q4_0/Q5_0/Q8_0 -> Q8_0,
+// Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K -> Q8_K. Precondition: can_dequantize(weight).
+DType activation_type(DType weight) noexcept;
+
+// One weight row (n elements) times n_a activation rows:
+//   y[r * y_stride] = w · (the activation row at a + r * a_stride bytes), r < n_a.
+// Each result is the same as with n_a = 1: the rows share the weight's unpacking, not sums.
+using QDotFn = void (*)(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y,
+                        int64_t y_stride) noexcept;
+
+// One dot with a kernel of the above.
+inline float qdot(QDotFn kernel, const void* w, const void* a, int64_t n) noexcept {
+  float y;
+  kernel(w, a, 0, 1, n, &y, 1);
+  return y;
+}
+
+// Precondition: can_dequantize(weight) and weight != F32.
+QDotFn qdot_kernel_ref(DType weight) noexcept;
+// Same precondition; call only when the CPU has AVX2, FMA and F16C.
+QDotFn qdot_kernel_avx2(DType weight) noexcept;
+// The kernel for `isa` (scalar for CpuIsa::scalar, AVX2 above it).
+QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept;
+
+}  // namespace infer

@@ -1,0 +1,392 @@
+// AVX2 dot products, bit-identical to the scalar ones in qdot.cpp: the integer sums are exact
+// however they are grouped (maddubs pairs cannot saturate: |weight quant| <= 128 and activation
+// quants lie in [-127, 127], so a pair is at most 2 * 128 * 127 < 2^15), and the float steps are
+// the ones qdot.hpp lists, in the same order, fused where the reference calls std::fma.
+//
+// Each kernel takes up to 4 activation rows at once: a weight block is unpacked once for all of
+// them, and where a row's float steps form one scalar chain, the rows' chains run side by side in
+// the lanes of one vector (lane r computes exactly what the scalar code computes for row r).
+#include <immintrin.h>
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/qdot.hpp"
+#include "quant/block_formats.hpp"
+
+namespace infer {
+namespace {
+
+using namespace quant;
+
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the scalar lane tree.
+inline float lane_tree(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The horizontal sums of v[0..R) in the first R lanes (R <= 4; the other lanes are 0).
+template <int R>
+inline __m128i hsums(const __m256i* v) {
+  if constexpr (R == 1) return _mm_cvtsi32_si128(hsum_i32(v[0]));
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i t01 = _mm256_hadd_epi32(v[0], R > 1 ? v[1] : z);
+  const __m256i t23 = _mm256_hadd_epi32(R > 2 ? v[2] : z, R > 3 ? v[3] : z);
+  const __m256i t = _mm256_hadd_epi32(t01, t23);
+  return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+// Lanes r < R of v written to y[r * ys].
+template <int R>
+inline void store_rows(__m128 v, float* y, int64_t ys) {
+  y[0] = _mm_cvtss_f32(v);
+  if constexpr (R > 1) y[ys] = _mm_cvtss_f32(_mm_shuffle_ps(v, v, 1));
+  if constexpr (R > 2) y[2 * ys] = _mm_cvtss_f32(_mm_shuffle_ps(v, v, 2));
+  if constexpr (R > 3) y[3 * ys] = _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
+}
+
+// The values f(r) for r < R in lanes (built in registers: a store to the stack followed by a
+// wider load would stall on store forwarding).
+template <int R, class F>
+inline __m128 float_lanes(F f) {
+  return _mm_setr_ps(f(0), R > 1 ? f(1) : 0.0f, R > 2 ? f(2) : 0.0f, R > 3 ? f(3) : 0.0f);
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
+
+// 16 packed bytes -> 32 quants: low nibbles are elements 0-15, high nibbles 16-31.
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), bytes(0x0F));
+}
+
+// Bit j of the little-endian u32 at p -> byte j: 0xFF when set, 0 otherwise.
+inline __m256i bit_bytes(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+}
+
+// (v >> shift) & mask in every byte (the 16-bit shift's spill into a byte's top bits is masked off).
+inline __m256i shifted_bits(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), bytes(mask));
+}
+
+// Activation block i of row r.
+template <class Act>
+inline const Act& act_block(const uint8_t* a, int64_t a_stride, int r, int64_t i) {
+  return reinterpret_cast<const Act*>(a + r * a_stride)[i];
+}
+
+// Runs a kernel's 4-row tile, then a tile for what is left.
+template <class Kernel>
+void rows(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept {
+  const auto* ab = static_cast<const uint8_t*>(a);
+  int64_t r = 0;
+  for (; r + 4 <= n_a; r += 4) Kernel::template tile<4>(w, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+  switch (n_a - r) {
+    case 3: return Kernel::template tile<3>(w, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+    case 2: return Kernel::template tile<2>(w, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+    case 1: return Kernel::template tile<1>(w, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+    default: return;
+  }
+}
+
+// ---- legacy blocks ----
+
+inline __m256i quants(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles(b.qs), bytes(8)); }
+inline __m256i quants(const BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i quants(const BlockQ5_0& b) {
+  // q - 16: the nibble, minus 16 where the fifth bit is clear.
+  return _mm256_or_si256(nibbles(b.qs), _mm256_andnot_si256(bit_bytes(b.qh), bytes(0xF0)));
+}
+inline __m256i quants(const BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), _mm256_and_si256(bit_bytes(b.qh), bytes(0x10))); }
+inline __m256i quants(const BlockQ8_0& b) { return load32(b.qs); }
+
+// The 8 lanes of 4-element integer dots (lane p: elements 4p..4p+3). Signed weight quants go in
+// as |q| with the sign moved onto the activation; unsigned ones (the _1 types) go in as they are.
+inline __m256i lane_dots_signed(__m256i abs_q, __m256i q, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(a, q)), _mm256_set1_epi16(1));
+}
+inline __m256i lane_dots_unsigned(__m256i q, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), _mm256_set1_epi16(1));
+}
+
+// Q8_0, Q5_0 (tinyBLAS) and Q4_1, Q5_1 (vec_dot): 8 lanes per row, plus the min chain for the
+// _1 types.
+template <class Block, class Act>
+struct Lanes {
+  static constexpr bool kMin = std::is_same_v<Act, BlockQ8_1>;
+  template <int R>
+  static void tile(const void* w, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    assert(n >= 0 && n % kQK == 0);
+    const auto* wb = static_cast<const Block*>(w);
+    __m256 acc[R];
+    float mins[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), mins[r] = 0.0f;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      const __m256i q = quants(wb[i]);
+      const __m256i abs_q = _mm256_sign_epi8(q, q);
+      const float dw = half(wb[i].d);
+      for (int r = 0; r < R; ++r) {
+        const Act& ab = act_block<Act>(a, as, r, i);
+        const __m256i aq = load32(ab.qs);
+        const __m256i dots = kMin ? lane_dots_unsigned(q, aq) : lane_dots_signed(abs_q, q, aq);
+        if constexpr (kMin) mins[r] = std::fma(half(wb[i].m), half(ab.s), mins[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half(ab.d)), _mm256_cvtepi32_ps(dots), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) y[r * ys] = kMin ? lane_tree(acc[r]) + mins[r] : lane_tree(acc[r]);
+  }
+};
+
+// Q4_0 (repacked gemm): one chain per row.
+struct Q4_0 {
+  template <int R>
+  static void tile(const void* w, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    assert(n >= 0 && n % kQK == 0);
+    const auto* wb = static_cast<const BlockQ4_0*>(w);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      const __m256i q = quants(wb[i]);
+      const __m256i abs_q = _mm256_sign_epi8(q, q);
+      __m256i dots[R];
+      for (int r = 0; r < R; ++r) dots[r] = lane_dots_signed(abs_q, q, load32(act_block<BlockQ8_0>(a, as, r, i).qs));
+      const __m128 da = float_lanes<R>([&](int r) { return half(act_block<BlockQ8_0>(a, as, r, i).d); });
+      acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsums<R>(dots)), _mm_mul_ps(_mm_set1_ps(half(wb[i].d)), da), acc);
+    }
+    store_rows<R>(acc, y, ys);
+  }
+};
+
+// ---- K-quants: a super-block unpacked to 8 vectors of 32 unsigned quants in element order ----
+
+struct KBlock {
+  __m256i q[8];       // elements 32v..32v+31, offsets not applied (0..63)
+  __m256i scales[8];  // 16-bit sub-block scales for each vector's elements
+  __m256i sc16;       // per 16 elements (one bsum each): the sub-block scale (Q3_K, Q6_K)
+  __m256i m16;        // per 16 elements: the sub-block min (Q2_K, Q5_K)
+  int m[8];           // Q4_K's sub-block mins
+};
+
+// Per-128-bit-lane scales: the low 16 elements of a vector are sub-block s, the high 16 s + 1.
+inline __m256i scale_pair(int s0, int s1) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s1)), _mm_set1_epi16(static_cast<short>(s0)));
+}
+// v[j * len / 16] for each of the 16 16-element groups: a sub-block's value repeated per bsum.
+inline __m256i per16(const int* v, int len) {
+  alignas(32) int16_t e[16];
+  for (int j = 0; j < 16; ++j) e[j] = static_cast<int16_t>(v[j * 16 / len]);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(e));
+}
+
+// Σ scale * q * a over vector v, as 8 int32 lanes.
+inline __m256i scaled(const KBlock& k, int v, const int8_t* a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(k.q[v], load32(a + 32 * v)), k.scales[v]);
+}
+inline __m256i scaled_sum(const KBlock& k, const int8_t* a) {
+  __m256i s = scaled(k, 0, a);
+  for (int v = 1; v < 8; ++v) s = _mm256_add_epi32(s, scaled(k, v, a));
+  return s;
+}
+// Σ coef16 * bsum over the 16 bsums, as 8 int32 lanes.
+inline __m256i bsum_lanes(__m256i coef16, const int16_t* bsums) { return _mm256_madd_epi16(load32(bsums), coef16); }
+
+void unpack(const BlockQ2_K& b, KBlock& k) {
+  int sc[16], m[16];
+  for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 0x0F, m[s] = b.scales[s] >> 4;
+  for (int v = 0; v < 8; ++v) {
+    k.q[v] = shifted_bits(load32(b.qs + 32 * (v / 4)), 2 * (v % 4), 3);
+    k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
+  }
+  k.m16 = per16(m, 16);
+}
+void unpack(const BlockQ3_K& b, KBlock& k) {
+  int sc[16];
+  for (int s = 0; s < 16; ++s) sc[s] = q3k_scale(b.scales, s);
+  const __m256i hmask = load32(b.hmask);
+  for (int v = 0; v < 8; ++v) {
+    // low bits | high bit << 2 (0..7); the offset 4 comes off through the bsums
+    const __m256i low = shifted_bits(load32(b.qs + 32 * (v / 4)), 2 * (v % 4), 3);
+    k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(hmask, v, 1), 2));
+    k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
+  }
+  k.sc16 = per16(sc, 16);
+}
+template <class Block>
+void unpack_q45k(const Block& b, const uint8_t* qh, KBlock& k) {
+  int sc[8];
+  for (int j = 0; j < 8; ++j) {
+    const ScaleMin sm = kquant_scale_min(b.scales, j);
+    sc[j] = sm.sc, k.m[j] = sm.m;
+  }
+  const __m256i high = qh ? load32(qh) : _mm256_setzero_si256();
+  for (int v = 0; v < 8; ++v) {
+    const __m256i packed = load32(b.qs + 32 * (v / 2));
+    const __m256i low = v % 2 ? shifted_bits(packed, 4, 0x0F) : _mm256_and_si256(packed, bytes(0x0F));
+    k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(high, v, 1), 4));
+    k.scales[v] = _mm256_set1_epi16(static_cast<short>(sc[v]));
+  }
+  k.m16 = per16(k.m, 32);
+}
+void unpack(const BlockQ4_K& b, KBlock& k) { unpack_q45k(b, nullptr, k); }
+void unpack(const BlockQ5_K& b, KBlock& k) { unpack_q45k(b, b.qh, k); }
+void unpack(const BlockQ6_K& b, KBlock& k) {
+  int sc[16];
+  for (int s = 0; s < 16; ++s) sc[s] = b.scales[s];
+  for (int v = 0; v < 8; ++v) {
+    // low 4 bits | high 2 bits << 4 (0..63); the offset 32 comes off through the bsums
+    const int h = v / 4, j = v % 4;
+    const __m256i ql = load32(b.ql + 64 * h + 32 * (j % 2));
+    const __m256i low = j < 2 ? _mm256_and_si256(ql, bytes(0x0F)) : shifted_bits(ql, 4, 0x0F);
+    k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(load32(b.qh + 32 * h), 2 * j, 3), 4));
+    k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
+  }
+  k.sc16 = per16(sc, 16);
+}
+
+// The Q8_K scales of super-block i of rows r < R, in lanes.
+template <int R>
+inline __m128 act_scales(const uint8_t* a, int64_t as, int64_t i) {
+  return float_lanes<R>([&](int r) { return act_block<BlockQ8_K>(a, as, r, i).d; });
+}
+
+// ggml's tiled kernel (Q2_K, Q3_K, Q5_K, Q6_K). kMin: the type has mins; kOffset: the quant offset
+// taken off through the bsums (4 for Q3_K, 32 for Q6_K).
+template <class Block, bool kMin, int kOffset>
+struct Tiled {
+  template <int R>
+  static void tile(const void* w, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    assert(n >= 0 && n % kQKK == 0);
+    const auto* wb = static_cast<const Block*>(w);
+    __m128 acc = _mm_setzero_ps();
+    KBlock k;
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+      unpack(wb[i], k);
+      __m256i sums[R], mins[R];
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8_K& ab = act_block<BlockQ8_K>(a, as, r, i);
+        sums[r] = scaled_sum(k, ab.qs);
+        if constexpr (kOffset != 0)
+          sums[r] = _mm256_sub_epi32(sums[r], _mm256_mullo_epi32(bsum_lanes(k.sc16, ab.bsums), _mm256_set1_epi32(kOffset)));
+        if constexpr (kMin) mins[r] = bsum_lanes(k.m16, ab.bsums);
+      }
+      __m128 res = _mm_mul_ps(_mm_set1_ps(half(wb[i].d)), _mm_cvtepi32_ps(hsums<R>(sums)));
+      if constexpr (kMin) res = _mm_fnmadd_ps(_mm_set1_ps(half(wb[i].dmin)), _mm_cvtepi32_ps(hsums<R>(mins)), res);
+      acc = _mm_fmadd_ps(res, act_scales<R>(a, as, i), acc);
+    }
+    store_rows<R>(acc, y, ys);
+  }
+};
+
+// Q4_K (repacked gemm): scale and min chains, 64 elements per step.
+struct Q4_K {
+  template <int R>
+  static void tile(const void* w, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    assert(n >= 0 && n % kQKK == 0);
+    const auto* wb = static_cast<const BlockQ4_K*>(w);
+    __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
+    KBlock k;
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+      unpack(wb[i], k);
+      const __m128 da = act_scales<R>(a, as, i);
+      const __m128 dd = _mm_mul_ps(_mm_set1_ps(half(wb[i].d)), da);
+      const __m128 dm = _mm_mul_ps(_mm_set1_ps(half(wb[i].dmin)), da);
+      // Lane j of mins[r]: m_j B_j, sub-block j's min term; step c takes lanes 2c and 2c + 1.
+      __m256i mins[4];
+      for (int r = 0; r < 4; ++r) mins[r] = r < R ? bsum_lanes(k.m16, act_block<BlockQ8_K>(a, as, r, i).bsums) : _mm256_setzero_si256();
+      const __m256i m01 = _mm256_hadd_epi32(mins[0], mins[1]);  // per half: r0 pairs, r1 pairs
+      const __m256i m23 = _mm256_hadd_epi32(mins[2], mins[3]);
+      const __m128 pairs[4] = {_mm_castsi128_ps(_mm256_castsi256_si128(m01)), _mm_castsi128_ps(_mm256_castsi256_si128(m23)),
+                               _mm_castsi128_ps(_mm256_extracti128_si256(m01, 1)), _mm_castsi128_ps(_mm256_extracti128_si256(m23, 1))};
+      for (int c = 0; c < 4; ++c) {
+        __m256i sums[R];
+        for (int r = 0; r < R; ++r) {
+          const int8_t* aq = act_block<BlockQ8_K>(a, as, r, i).qs;
+          sums[r] = _mm256_add_epi32(scaled(k, 2 * c, aq), scaled(k, 2 * c + 1, aq));
+        }
+        // Rows 0-3 of step c: lane c % 2 and c % 2 + 2 of the half holding sub-blocks 2c, 2c + 1.
+        const __m128 lo = pairs[c / 2 * 2], hi = pairs[c / 2 * 2 + 1];
+        const __m128i m = _mm_castps_si128(c % 2 ? _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)) : _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsums<R>(sums)), dd, acc);
+        accm = _mm_fmadd_ps(_mm_cvtepi32_ps(m), dm, accm);
+      }
+    }
+    store_rows<R>(_mm_sub_ps(acc, accm), y, ys);
+  }
+};
+
+// ---- F16 / BF16 ----
+
+template <bool kBf16>
+struct Half {
+  static __m256 load8(const uint16_t* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if (kBf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtph_ps(v);
+  }
+  template <int R>
+  static void tile(const void* w, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    assert(n >= 0);
+    const auto* wh = static_cast<const uint16_t*>(w);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    auto row = [&](int r) { return reinterpret_cast<const uint16_t*>(a + r * as); };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 wv = load8(wh + i);
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(wv, load8(row(r) + i), acc[r]);
+    }
+    if (i < n) {
+      // Zero padding leaves a lane's sum as it was (it is never -0: it starts at +0).
+      uint16_t wt[8] = {};
+      std::memcpy(wt, wh + i, static_cast<size_t>(n - i) * 2);
+      const __m256 wv = load8(wt);
+      for (int r = 0; r < R; ++r) {
+        uint16_t at[8] = {};
+        std::memcpy(at, row(r) + i, static_cast<size_t>(n - i) * 2);
+        acc[r] = _mm256_fmadd_ps(wv, load8(at), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) y[r * ys] = lane_tree(acc[r]);
+  }
+};
+
+}  // namespace
+
+QDotFn qdot_kernel_avx2(DType weight) noexcept {
+  switch (weight) {
+    case DType::f16: return rows<Half<false>>;
+    case DType::bf16: return rows<Half<true>>;
+    case DType::q8_0: return rows<Lanes<BlockQ8_0, BlockQ8_0>>;
+    case DType::q5_0: return rows<Lanes<BlockQ5_0, BlockQ8_0>>;
+    case DType::q4_0: return rows<Q4_0>;
+    case DType::q4_1: return rows<Lanes<BlockQ4_1, BlockQ8_1>>;
+    case DType::q5_1: return rows<Lanes<BlockQ5_1, BlockQ8_1>>;
+    case DType::q2_k: return rows<Tiled<BlockQ2_K, true, 0>>;
+    case DType::q3_k: return rows<Tiled<BlockQ3_K, false, 4>>;
+    case DType::q4_k: return rows<Q4_K>;
+    case DType::q5_k: return rows<Tiled<BlockQ5_K, true, 0>>;
+    case DType::q6_k: return rows<Tiled<BlockQ6_K, false, 32>>;
+    default: assert(false && "no quantized dot for this type"); return nullptr;
+  }
+}
+
+}  // namespace infer

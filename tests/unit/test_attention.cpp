@@ -1,0 +1,161 @@
+// Attention over the paged KV cache (kernels/cpu/attention.hpp) against float64 softmax attention,
+// and ggml's exp approximation it uses (kernels/cpu/exp_approx.hpp) against exp. (Equality with
+// llama.cpp's flash attention shows in tests/integration/llama_reference.py: the reference models'
+// distributions match it exactly.)
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "core/half.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/exp_approx.hpp"
+#include "quant_test_util.hpp"
+
+using namespace infer;
+using namespace infer::test;
+
+namespace {
+
+// A one-layer cache of `positions` token slots for one sequence, its blocks in scrambled order.
+struct Cache {
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> blocks;
+  KvView view;
+
+  Cache(DType type, int n_kv_heads, int head_dim, int block_size, int positions) {
+    const int n_blocks = (positions + block_size - 1) / block_size;
+    view.n_kv_heads = n_kv_heads;
+    view.head_dim = head_dim;
+    view.block_size = block_size;
+    view.n_blocks = n_blocks;
+    view.kv_type = type;
+    view.elem_bytes = type == DType::f32 ? 4 : 2;
+    const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim * view.elem_bytes;
+    k.assign(bytes, 0);
+    v.assign(bytes, 0);
+    view.k_base = k.data();
+    view.v_base = v.data();
+    for (int b = 0; b < n_blocks; ++b) blocks.push_back((b * 7 + 3) % n_blocks);  // a permutation while 7 and n_blocks are coprime
+  }
+  // The value the cache holds for element (head, pos, i) of K or V, as a float.
+  float at(const std::vector<uint8_t>& buf, int head, int pos, int i) const {
+    const size_t off = (((static_cast<size_t>(blocks[static_cast<size_t>(pos / view.block_size)]) * view.n_kv_heads + head) *
+                             view.block_size + pos % view.block_size) * view.head_dim + i) * view.elem_bytes;
+    if (view.kv_type == DType::f32) {
+      float f;
+      std::memcpy(&f, &buf[off], 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, &buf[off], 2);
+    return f16_to_f32(h);
+  }
+};
+
+// softmax(scale * q_h · k_t) · v_t in float64 from the cache's values.
+std::vector<double> reference(const float* q, const AttentionShape& s, const Cache& c, int n_ctx) {
+  std::vector<double> out(static_cast<size_t>(s.n_head * s.head_dim), 0.0);
+  for (int h = 0; h < s.n_head; ++h) {
+    const int kvh = h / (s.n_head / s.n_kv_heads);
+    std::vector<double> w(static_cast<size_t>(n_ctx));
+    for (int t = 0; t < n_ctx; ++t) {
+      double dot = 0;
+      for (int i = 0; i < s.head_dim; ++i) dot += double(q[h * s.head_dim + i]) * c.at(c.k, kvh, t, i);
+      w[static_cast<size_t>(t)] = double(s.scale) * dot;
+    }
+    const double m = *std::max_element(w.begin(), w.end());
+    double z = 0;
+    for (auto& x : w) z += (x = std::exp(x - m));
+    for (int t = 0; t < n_ctx; ++t)
+      for (int i = 0; i < s.head_dim; ++i)
+        out[static_cast<size_t>(h * s.head_dim + i)] += w[static_cast<size_t>(t)] / z * c.at(c.v, kvh, t, i);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("exp_ggml is within 2 ulp of exp and saturates at the ends", "[attention]") {
+  for (double x = -103.0; x <= 88.0; x += 0.001) {
+    const float xf = static_cast<float>(x);
+    const double expect = std::exp(double(xf));
+    const float got = exp_ggml(xf);
+    INFO("x " << xf << " got " << got << " expect " << expect);
+    if (expect < std::numeric_limits<float>::min()) {
+      REQUIRE(std::fabs(double(got) - expect) <= std::ldexp(1.0, -149) * 2);  // subnormal range: absolute
+    } else {
+      REQUIRE(std::fabs(double(got) - expect) <= 2 * std::ldexp(expect, -23));
+    }
+  }
+  REQUIRE(exp_ggml(0.0f) == 1.0f);
+  REQUIRE(exp_ggml(-std::numeric_limits<float>::infinity()) == 0.0f);
+  REQUIRE(exp_ggml(-200.0f) == 0.0f);
+  REQUIRE(std::isinf(exp_ggml(200.0f)));
+}
+
+TEST_CASE("attention_row matches float64 softmax attention for every context length across tile boundaries",
+          "[attention]") {
+  for (DType type : {DType::f32, DType::f16}) {
+    const AttentionShape shape{4, 2, 64, 0.125f};
+    Cache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13);
+    // Keys and values with a spread of scores: some positions dominate, most do not.
+    const auto keys = random_floats(cache.k.size() / cache.view.elem_bytes, 1, -2.0f, 2.0f);
+    const auto values = random_floats(cache.v.size() / cache.view.elem_bytes, 2);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (type == DType::f32) {
+        std::memcpy(&cache.k[4 * i], &keys[i], 4);
+        std::memcpy(&cache.v[4 * i], &values[i], 4);
+      } else {
+        const uint16_t kh = f32_to_f16(keys[i]), vh = f32_to_f16(values[i]);
+        std::memcpy(&cache.k[2 * i], &kh, 2);
+        std::memcpy(&cache.v[2 * i], &vh, 2);
+      }
+    }
+    const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 3, -1.0f, 1.0f);
+    std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
+    std::vector<float> out(q.size());
+    for (int n_ctx : {1, 2, 7, 63, 64, 65, 127, 128, 129, 200, 208}) {
+      attention_row(q.data(), shape, cache.view, 0, cache.blocks, n_ctx, out.data(), scratch.data());
+      const auto expect = reference(q.data(), shape, cache, n_ctx);
+      for (size_t i = 0; i < out.size(); ++i) {
+        INFO(dtype_name(type) << " n_ctx " << n_ctx << " element " << i << " got " << out[i] << " expect " << expect[i]);
+        // Values lie in [-1, 1]: each output is a convex combination, so errors are absolute.
+        REQUIRE(std::fabs(double(out[i]) - expect[i]) <= 2e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention_row reads nothing past n_ctx", "[attention]") {
+  const AttentionShape shape{2, 1, 32, 0.2f};
+  Cache clean(DType::f16, 1, 32, 16, 16 * 9);
+  const auto kv = random_floats(clean.k.size() / 2, 4);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const uint16_t h = f32_to_f16(kv[i]);
+    std::memcpy(&clean.k[2 * i], &h, 2);
+    std::memcpy(&clean.v[2 * i], &h, 2);
+  }
+  const auto q = random_floats(64, 5);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(32))), a(64), b(64);
+  for (int n_ctx : {5, 64, 70}) {
+    // Every slot past n_ctx holds NaN: a read of one would show in the output.
+    Cache poisoned = clean;
+    poisoned.view.k_base = poisoned.k.data();
+    poisoned.view.v_base = poisoned.v.data();
+    for (int pos = n_ctx; pos < 16 * 9; ++pos)
+      for (int i = 0; i < 32; ++i) {
+        const size_t off = ((static_cast<size_t>(poisoned.blocks[static_cast<size_t>(pos / 16)]) * 16 + pos % 16) * 32 + i) * 2;
+        poisoned.k[off] = poisoned.v[off] = 0xFF;
+        poisoned.k[off + 1] = poisoned.v[off + 1] = 0x7F;
+      }
+    attention_row(q.data(), shape, clean.view, 0, clean.blocks, n_ctx, a.data(), scratch.data());
+    attention_row(q.data(), shape, poisoned.view, 0, poisoned.blocks, n_ctx, b.data(), scratch.data());
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("n_ctx " << n_ctx << " element " << i);
+      REQUIRE(f32_bits(a[i]) == f32_bits(b[i]));
+    }
+  }
+}

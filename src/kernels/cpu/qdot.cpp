@@ -50,8 +50,8 @@ void unpack(const BlockQ4_1& b, int8_t* q) {
 void unpack_q5(const uint8_t* qh_bytes, const uint8_t* qs, int offset, int8_t* q) {
   const uint32_t qh = load_u32(qh_bytes);
   for (int j = 0; j < kQK / 2; ++j) {
-    q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | ((qh >> j) & 1) << 4) - offset);
-    q[j + kQK / 2] = static_cast<int8_t>(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - offset);
+    q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4) - offset);
+    q[j + kQK / 2] = static_cast<int8_t>(((qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4) - offset);
   }
 }
 void unpack(const BlockQ5_0& b, int8_t* q) { unpack_q5(b.qh, b.qs, 16, q); }

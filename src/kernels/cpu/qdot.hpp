@@ -37,8 +37,9 @@
 // integers and the same float steps (the scalar code fuses with std::fma). F32 weights are not
 // covered here: the matmul multiplies them with F32 activations through kernels/cpu/dot.hpp.
 //
-// Preconditions of a kernel, asserted: n >= 0 a multiple of the weight's block size; w holds n
-// elements of the weight type, a the activation row prepared by prepare_activations().
+// Preconditions of a kernel: n >= 0 a multiple of the weight's block size (asserted); w holds n
+// elements of the weight type; each activation row was written by prepare_activations() (the AVX2
+// kernels rely on its quants lying in [-127, 127] and on the Q8_K bsums matching the quants).
 #pragma once
 
 #include <cstdint>

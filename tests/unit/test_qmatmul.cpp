@@ -19,18 +19,8 @@ using namespace infer::test;
 
 namespace {
 
-std::vector<uint8_t> read_file(const std::string& name) {
-  std::ifstream f(std::string(INFER_TEST_DATA_DIR) + "/matmul/" + name, std::ios::binary);
-  REQUIRE(f.good());
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-std::vector<float> read_floats(const std::string& name) {
-  const auto bytes = read_file(name);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
+std::vector<uint8_t> read_file(const std::string& name) { return read_data_file("matmul", name); }
+std::vector<float> read_floats(const std::string& name) { return read_data_floats("matmul", name); }
 
 struct Reference {
   int64_t n_in = 0, n_out = 0, n_rows = 0;

@@ -3,13 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
-#include <string>
 #include <cstdint>
 #include <cstring>
 #include <random>
-#include <stdexcept>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -19,19 +15,6 @@
 
 namespace infer::test {
 
-// A reference data file under tests/data/<dir>/ as bytes, or as the float32 values it holds.
-inline std::vector<uint8_t> read_data_file(const std::string& dir, const std::string& name) {
-  std::ifstream f(std::string(INFER_TEST_DATA_DIR) + "/" + dir + "/" + name, std::ios::binary);
-  if (!f.good()) throw std::runtime_error("missing test data " + dir + "/" + name);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-inline std::vector<float> read_data_floats(const std::string& dir, const std::string& name) {
-  const auto bytes = read_data_file(dir, name);
-  std::vector<float> v(bytes.size() / 4);
-  if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
 
 // Every type can_dequantize() accepts.
 inline const std::vector<DType>& computable_types() {

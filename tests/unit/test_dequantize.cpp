@@ -15,6 +15,7 @@
 #include "quant/dequantize.hpp"
 #include "quant/quantize.hpp"
 #include "quant_test_util.hpp"
+#include "test_data.hpp"
 
 using namespace infer;
 using namespace infer::test;

@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"
+#include "test_data.hpp"
 
 using namespace infer;
 using namespace infer::test;

@@ -28,17 +28,14 @@ for q in Q8_0 Q4_0; do
 done
 
 # A prompt of exactly n_prompt tokens for our tool: the corpus cut by infer-tokenize.
-prompt_ids=$("$build/examples/infer-tokenize" -m "$f16" -f tests/data/text/corpus.txt --no-bos | tr ' ' '\n' | head -n "$n_prompt")
 prompt_file=$(mktemp)
 trap 'rm -f "$prompt_file"' EXIT
-python3 - "$prompt_file" "$f16" "$build" $prompt_ids <<'PY'
+python3 - "$prompt_file" "$f16" "$build" "$n_prompt" <<'PY'
 import subprocess, sys
-path, model, build, ids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-# Decode by tokenizing growing prefixes of the corpus until the id count matches: keep it simple,
-# take the corpus text up to the character where the token count reaches n.
-text = open("tests/data/text/corpus.txt", encoding="utf-8").read()
+path, model, build, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# The shortest prefix of the corpus that tokenizes to n tokens (BOS is added on top).
+text = open("tests/data/text/corpus.txt", encoding="utf-8").read()[:20 * n]
 lo, hi = 0, len(text)
-n = len(ids)
 count = lambda t: len(subprocess.run([f"{build}/examples/infer-tokenize", "-m", model, "-p", t, "--no-bos"],
                                      capture_output=True, text=True).stdout.split())
 while lo < hi:

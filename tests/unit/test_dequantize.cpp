@@ -165,16 +165,25 @@ TEST_CASE("Q8_0 and Q4_0 reference quantizers write llama-quantize's bytes exact
   }
 }
 
-TEST_CASE("Q8_0 round trip error is at most half a step plus the F16 rounding of the scale", "[quant]") {
-  // Blocks with magnitudes from 1e-4 to 1e3, so that the F16 scale rounding varies.
-  std::mt19937_64 rng(5);
-  const int64_t n = 32 * 400;
+namespace {
+// n values in blocks of 32 whose magnitudes rise from 1e-4 to 1e3 block by block, so that the
+// F16 rounding of the block scale varies.
+std::vector<float> blocks_across_magnitudes(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
   std::vector<float> x(static_cast<size_t>(n));
   for (int64_t b = 0; b < n / 32; ++b) {
     const float scale = std::pow(10.0f, -4.0f + 7.0f * static_cast<float>(b) / static_cast<float>(n / 32));
     const auto v = random_floats(32, rng(), -scale, scale);
     std::copy(v.begin(), v.end(), x.begin() + b * 32);
   }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("Q8_0 round trip error is at most half a step plus the F16 rounding of the scale", "[quant]") {
+  const int64_t n = 32 * 400;
+  const std::vector<float> x = blocks_across_magnitudes(n, 5);
   std::vector<uint8_t> q(*dtype_row_bytes(DType::q8_0, static_cast<uint64_t>(n)));
   quantize_row_q8_0_ref(x.data(), q.data(), n);
   const auto y = dequantize_ref(DType::q8_0, q, n);
@@ -196,14 +205,8 @@ TEST_CASE("Q8_0 round trip error is at most half a step plus the F16 rounding of
 }
 
 TEST_CASE("Q4_0 round trip error is at most half a step, one step where the top level clips", "[quant]") {
-  std::mt19937_64 rng(6);
   const int64_t n = 32 * 400;
-  std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float scale = std::pow(10.0f, -4.0f + 7.0f * static_cast<float>(b) / static_cast<float>(n / 32));
-    const auto v = random_floats(32, rng(), -scale, scale);
-    std::copy(v.begin(), v.end(), x.begin() + b * 32);
-  }
+  const std::vector<float> x = blocks_across_magnitudes(n, 6);
   std::vector<uint8_t> q(*dtype_row_bytes(DType::q4_0, static_cast<uint64_t>(n)));
   quantize_row_q4_0_ref(x.data(), q.data(), n);
   const auto y = dequantize_ref(DType::q4_0, q, n);

@@ -1,5 +1,7 @@
 #include "cli_common.hpp"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cmath>
 #include <fstream>
@@ -42,8 +44,9 @@ DType parse_kv_type(const char* tool, const char* usage, const std::string& text
   usage_error(tool, "--kv-type must be f16 or f32", usage);
 }
 
-KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type) {
+KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type, int64_t n_batch) {
   KvCacheConfig config = model.kv_config(0, 16, kv_type);
+  config.max_step_tokens = static_cast<int>(std::clamp<int64_t>(n_batch, 1, n_ctx));
   config.budget_bytes = KvCache::budget_for_tokens(config, n_ctx);
   auto kv = KvCache::create(config);
   if (!kv.ok()) fail(tool, kv.status().message());

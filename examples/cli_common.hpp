@@ -41,7 +41,7 @@ struct LoadedModel {
 DType parse_kv_type(const char* tool, const char* usage, const std::string& text);
 
 // A KV cache with exactly enough blocks for one sequence of n_ctx tokens (exits on error).
-KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type);
+KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type, int64_t n_batch = 512);
 
 // Opens the file, builds the model and its tokenizer; exits with status 1 and one line on error.
 LoadedModel load(const char* tool, const std::string& path, bool with_model = true);

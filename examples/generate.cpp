@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   if (static_cast<int64_t>(tokens.size()) >= n_ctx)
     cli::fail(kTool, "the prompt has " + std::to_string(tokens.size()) + " tokens; the context holds " + std::to_string(n_ctx) +
                          " (raise -c)");
-  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type);
+  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type, o.n_batch);
   auto stop = StopMatcher::create(o.stops);
   if (!stop.ok()) cli::usage_error(kTool, stop.status().message(), kUsage);
 
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     const size_t end = std::min(tokens.size(), start + static_cast<size_t>(o.n_batch));
     if (!kv.append(seq, static_cast<int64_t>(end - start))) cli::fail(kTool, "KV cache full");
     batch.clear();
-    batch.sequences.push_back({seq.blocks});
+    batch.sequences.push_back(BatchSequence(seq));
     for (size_t t = start; t < end; ++t) batch.add(tokens[t], static_cast<int32_t>(t), 0, t + 1 == tokens.size());
     if (Status s = m.model->forward(batch, kv.view(), logits.data(), pool); !s.is_ok()) cli::fail(kTool, s.message());
   }
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
     if (o.n_predict >= 0 && i + 1 == o.n_predict) break;
     if (!kv.append(seq, 1)) cli::fail(kTool, "KV cache full");
     batch.clear();
-    batch.sequences.push_back({seq.blocks});
+    batch.sequences.push_back(BatchSequence(seq));
     batch.add(tok, static_cast<int32_t>(tokens.size() - 1), 0, true);
     if (Status s = m.model->forward(batch, kv.view(), logits.data(), pool); !s.is_ok()) cli::fail(kTool, s.message());
   }

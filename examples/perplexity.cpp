@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   for (int32_t t : tokens)
     if (t < 0 || t >= n_vocab) cli::fail(kTool, "token id " + std::to_string(t) + " outside the vocabulary");
 
-  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type);
+  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type, o.n_batch);
   ThreadPool pool(o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
   const int64_t first = n_ctx / 2;
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
       const int64_t bend = std::min(n_ctx, bstart + o.n_batch);
       if (!kv.append(seq, bend - bstart)) cli::fail(kTool, "KV cache full");
       batch.clear();
-      batch.sequences.push_back({seq.blocks});
+      batch.sequences.push_back(BatchSequence(seq));
       for (int64_t j = bstart; j < bend; ++j) {
         const int32_t tok = (j == 0 && add_bos) ? bos : tokens[static_cast<size_t>(start + j)];
         batch.add(tok, static_cast<int32_t>(j), 0, j >= first);

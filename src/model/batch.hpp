@@ -11,10 +11,20 @@
 #include <span>
 #include <vector>
 
+#include "kv/kv_cache.hpp"
+
 namespace infer {
 
 struct BatchSequence {
-  std::span<const int32_t> blocks;  // KV block table (borrowed for the step)
+  std::span<const int32_t> blocks;         // KV block table of the full-attention layers (borrowed for the step)
+  std::span<const int32_t> window_blocks;  // of the sliding-window layers (empty when the model has none)
+
+  BatchSequence() = default;
+  explicit BatchSequence(const SequenceKv& kv) : blocks(kv.blocks), window_blocks(kv.window_blocks) {}
+  // The table layer l reads.
+  std::span<const int32_t> table(const KvView& kv, int l) const noexcept {
+    return kv.is_windowed(l) ? window_blocks : blocks;
+  }
 };
 
 struct Batch {

@@ -8,6 +8,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"
+#include "model/forward_util.hpp"
 #include "model/weights.hpp"
 #include "quant/dequantize.hpp"
 
@@ -25,27 +26,6 @@ struct HParams {
   float rms_eps, rope_base, rope_scale;
 };
 
-// A buffer that only grows: steady-state steps reuse it without allocating.
-class Scratch {
- public:
-  Status reserve(size_t floats) {
-    if (floats <= buf_.size() / sizeof(float)) return Status::ok();
-    auto b = AlignedBuffer::allocate(floats * sizeof(float));
-    if (!b.ok()) return b.status();
-    buf_ = std::move(b).value();
-    return Status::ok();
-  }
-  float* data() { return buf_.as<float>(); }
-
- private:
-  AlignedBuffer buf_;
-};
-
-uint64_t fnv1a(const uint8_t* p, uint64_t n, uint64_t h = 1469598103934665603ull) {
-  for (uint64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 class LlamaModel final : public Model {
  public:
   LlamaModel(std::shared_ptr<const ModelFile> file, HParams hp) : file_(std::move(file)), hp_(hp) {}
@@ -55,8 +35,6 @@ class LlamaModel final : public Model {
   Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) override;
 
  private:
-  Status check_batch(const Batch& b, const KvView& kv) const;
-
   std::shared_ptr<const ModelFile> file_;
   HParams hp_;
   ModelInfo info_;
@@ -172,36 +150,12 @@ Status LlamaModel::bind() {
   info_.n_head = hp_.n_head;
   info_.n_kv_heads = hp_.n_kv_heads;
   info_.head_dim = hp_.head_dim;
-  // Fingerprint: the header (metadata + tensor table) and the file size identify the weights.
-  uint64_t h = fnv1a(f.file().data(), f.data_offset());
-  const uint64_t size = f.file_size();
-  info_.fingerprint = fnv1a(reinterpret_cast<const uint8_t*>(&size), sizeof size, h);
-  return Status::ok();
-}
-
-Status LlamaModel::check_batch(const Batch& b, const KvView& kv) const {
-  const size_t n = b.tokens.size();
-  if (b.positions.size() != n || b.seq.size() != n || b.wants_logits.size() != n)
-    return invalid_argument("batch: per-row arrays differ in length");
-  if (kv.n_kv_heads != hp_.n_kv_heads || kv.head_dim != hp_.head_dim)
-    return invalid_argument("batch: KV cache shape does not match the model");
-  for (size_t r = 0; r < n; ++r) {
-    if (b.tokens[r] < 0 || b.tokens[r] >= hp_.n_vocab)
-      return invalid_argument("batch: token id " + std::to_string(b.tokens[r]) + " outside the vocabulary (" +
-                              std::to_string(hp_.n_vocab) + ")");
-    if (b.seq[r] < 0 || static_cast<size_t>(b.seq[r]) >= b.sequences.size())
-      return invalid_argument("batch: row " + std::to_string(r) + " names no sequence");
-    const auto& blocks = b.sequences[static_cast<size_t>(b.seq[r])].blocks;
-    if (b.positions[r] < 0 || static_cast<size_t>(b.positions[r] / kv.block_size) >= blocks.size())
-      return invalid_argument("batch: position " + std::to_string(b.positions[r]) + " has no KV block");
-    for (int32_t blk : blocks)
-      if (blk < 0 || blk >= kv.n_blocks) return invalid_argument("batch: KV block id out of range");
-  }
+  info_.fingerprint = model_fingerprint(f);
   return Status::ok();
 }
 
 Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, ThreadPool& pool) {
-  INFER_RETURN_IF_ERROR(check_batch(b, kv));
+  INFER_RETURN_IF_ERROR(check_batch(b, kv, hp_.n_layer, hp_.n_vocab, hp_.n_kv_heads, hp_.head_dim));
   const int64_t n = b.rows();
   if (n == 0) return Status::ok();
   const int64_t E = hp_.n_embd, F = hp_.n_ff, hd = hp_.head_dim;

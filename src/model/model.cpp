@@ -1,5 +1,6 @@
 #include "model/model.hpp"
 
+#include "model/gemma3.hpp"
 #include "model/llama.hpp"
 
 namespace infer {
@@ -12,6 +13,8 @@ KvCacheConfig Model::kv_config(uint64_t budget_bytes, int block_size, DType kv_t
   c.block_size = block_size;
   c.kv_type = kv_type;
   c.budget_bytes = budget_bytes;
+  c.sliding_window = info().sliding_window;
+  c.window_layers = info().window_layers;
   return c;
 }
 
@@ -19,7 +22,8 @@ Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file)
   const std::string* arch = file->metadata().get_string("general.architecture");
   if (!arch) return malformed_file(file->path() + ": missing metadata key general.architecture");
   if (*arch == "llama") return load_llama(std::move(file));
-  return unsupported(file->path() + ": unsupported architecture '" + *arch + "' (supported: llama)");
+  if (*arch == "gemma3") return load_gemma3(std::move(file));
+  return unsupported(file->path() + ": unsupported architecture '" + *arch + "' (supported: llama, gemma3)");
 }
 
 }  // namespace infer

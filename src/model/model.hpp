@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/thread_pool.hpp"
 #include "format/model_file.hpp"
@@ -25,6 +26,10 @@ struct ModelInfo {
   int n_head = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
+  // Sliding-window attention: window_layers[l] != 0 for a layer that sees only the last
+  // sliding_window positions; empty when every layer sees the whole context.
+  int sliding_window = 0;
+  std::vector<uint8_t> window_layers;
   uint64_t fingerprint = 0;  // identity of the weights and architecture (prefix-cache key)
 };
 
@@ -38,7 +43,7 @@ class Model {
   // bit-identical whatever else shares the batch.
   virtual Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) = 0;
 
-  // The KV layout this model needs (layers, kv heads, head size).
+  // The KV layout this model needs (layers, kv heads, head size, windowed layers).
   KvCacheConfig kv_config(uint64_t budget_bytes, int block_size = 16, DType kv_type = DType::f16) const;
 };
 

@@ -144,7 +144,7 @@ struct Runner {
       const size_t end = std::min(tokens.size(), start + chunk);
       REQUIRE(kv.append(seq, static_cast<int64_t>(end - start)));
       Batch b;
-      b.sequences.push_back({seq.blocks});
+      b.sequences.push_back(BatchSequence(seq));
       for (size_t t = start; t < end; ++t) b.add(tokens[t], static_cast<int32_t>(t), 0, true);
       std::vector<float> logits(static_cast<size_t>(V) * (end - start));
       REQUIRE(model->forward(b, kv.view(), logits.data(), pool).is_ok());
@@ -217,7 +217,7 @@ TEST_CASE("a row's logits are bit-identical alone and batched with other sequenc
   REQUIRE(run.kv.append(a, static_cast<int64_t>(kPrompt.size())));
   REQUIRE(run.kv.append(b, static_cast<int64_t>(other.size())));
   Batch batch;
-  batch.sequences = {{a.blocks}, {b.blocks}};
+  batch.sequences = {BatchSequence(a), BatchSequence(b)};
   // Interleave the two sequences' rows.
   std::vector<std::pair<int, size_t>> rows;
   for (size_t t = 0; t < std::max(kPrompt.size(), other.size()); ++t) {
@@ -269,11 +269,11 @@ TEST_CASE("a batch with bad token ids, positions or blocks is refused", "[model]
   REQUIRE(run.kv.append(seq, 4));
   std::vector<float> logits(static_cast<size_t>(run.model->info().n_vocab) * 4);
   Batch b;
-  b.sequences.push_back({seq.blocks});
+  b.sequences.push_back(BatchSequence(seq));
   b.add(40, 0, 0, true);  // vocabulary is 0..39
   CHECK(run.model->forward(b, run.kv.view(), logits.data(), run.pool).code() == StatusCode::invalid_argument);
   b.clear();
-  b.sequences.push_back({seq.blocks});
+  b.sequences.push_back(BatchSequence(seq));
   b.add(1, 4, 0, true);  // position 4 has no block (one block of 4)
   CHECK(run.model->forward(b, run.kv.view(), logits.data(), run.pool).code() == StatusCode::invalid_argument);
   b.clear();

@@ -49,7 +49,8 @@ void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int3
 int64_t attention_scratch_floats(int head_dim) noexcept { return (kTile + 2) * static_cast<int64_t>(head_dim) + kTile; }
 
 void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,
-                   std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch) noexcept {
+                   std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch,
+                   int32_t first) noexcept {
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_kv_heads;
   const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
@@ -65,18 +66,20 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
     const float* qh = q + static_cast<int64_t>(h) * hd;
     float m = -INFINITY, sum = 0.0f;
     for (int i = 0; i < hd; ++i) acc[i] = 0.0f;
-    for (int32_t t0 = 0; t0 < n_ctx; t0 += kTile) {
+    for (int32_t t0 = first / kTile * kTile; t0 < n_ctx; t0 += kTile) {
       const int n = std::min<int32_t>(kTile, n_ctx - t0);
+      const int lo = std::max<int32_t>(0, first - t0);  // positions t0 + [lo, n) are visible
       for (int t = 0; t < kTile; ++t) {
-        if (t < n) cache_row(&KvView::k_block, kvh, t0 + t);
-        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = t < n ? row[i] : 0.0f;
+        const bool visible = t >= lo && t < n;
+        if (visible) cache_row(&KvView::k_block, kvh, t0 + t);
+        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = visible ? row[i] : 0.0f;
       }
       // One fused chain per score, all 64 advancing together (lanes of the same loop).
       for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
       for (int i = 0; i < hd; ++i)
         for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
       float tile_max = -INFINITY;
-      for (int t = 0; t < n; ++t) {
+      for (int t = lo; t < n; ++t) {
         p[t] *= shape.scale;
         tile_max = std::max(tile_max, p[t]);
       }
@@ -87,15 +90,16 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
         sum *= rescale;
       }
       m = m_new;
-      // Positions past n_ctx are masked: probability exactly 0, which adds nothing below.
-      for (int t = 0; t < kTile; ++t) p[t] = t < n ? exp_ggml(p[t] - m) : 0.0f;
+      // Positions past n_ctx or before `first` are masked: probability exactly 0, which adds
+      // nothing below.
+      for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m) : 0.0f;
       double tile_sum = 0.0;
       for (int g = 0; g < kTile; g += 8) {
         const float* l = p + g;
         tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
       }
       sum = static_cast<float>(static_cast<double>(sum) + tile_sum);
-      for (int t = 0; t < n; ++t) {
+      for (int t = lo; t < n; ++t) {
         cache_row(&KvView::v_block, kvh, t0 + t);
         for (int i = 0; i < hd; ++i) acc[i] = std::fma(row[i], p[t], acc[i]);
       }

@@ -30,10 +30,14 @@ struct AttentionShape {
 // Floats of scratch attention_row needs (independent of the context length).
 int64_t attention_scratch_floats(int head_dim) noexcept;
 
-// For each head h: out_h = softmax(scale * q_h · K_t, t < n_ctx) · V_t as above, reading K/V of
-// `layer` through the sequence's block table. `scratch` holds attention_scratch_floats(head_dim).
+// For each head h: out_h = softmax(scale * q_h · K_t, first <= t < n_ctx) · V_t as above, reading
+// K/V of `layer` through the sequence's block table. Positions before `first` (outside a sliding
+// window) are masked, as ggml masks them: tiles stay aligned to multiples of 64 positions, tiles
+// wholly before `first` are skipped and the blocks holding them are never read (they may have
+// been handed back: table entry -1). `scratch` holds attention_scratch_floats(head_dim).
 void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,
-                   std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch) noexcept;
+                   std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch,
+                   int32_t first = 0) noexcept;
 
 // Stores one token's K and V (n_kv_heads * head_dim floats each) at `pos` of a sequence.
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,

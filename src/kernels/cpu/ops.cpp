@@ -1,6 +1,9 @@
 #include "kernels/cpu/ops.hpp"
 
 #include <cmath>
+#include <vector>
+
+#include "core/half.hpp"
 
 namespace infer {
 
@@ -54,6 +57,48 @@ void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float
       v[i + 1] = a * s + b * c;
     }
   }
+}
+
+void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const float a = v[i], b = v[i + half];
+      v[i] = a * c - b * s;
+      v[i + half] = a * s + b * c;
+    }
+  }
+}
+
+float gelu_tanh(float x) noexcept {
+  constexpr float kCoef = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
+  // ggml's table: one f16 result per f16 input, built once.
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(1 << 16);
+    for (uint32_t i = 0; i < t.size(); ++i) t[i] = f32_to_f16(gelu_tanh(f16_to_f32(static_cast<uint16_t>(i))));
+    return t;
+  }();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    if (x <= -10.0f) {
+      y[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      y[i] = x * u[i];
+    } else {
+      y[i] = f16_to_f32(table[f32_to_f16(x)]) * u[i];
+    }
+  }
+}
+
+void scale_inplace(float* x, float s, int64_t n) noexcept {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 }  // namespace infer

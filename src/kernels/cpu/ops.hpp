@@ -14,6 +14,16 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) no
 // y = silu(g) * u, element-wise.
 void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept;
 
+// y = gelu(g) * u, element-wise, with GELU's tanh approximation evaluated as ggml's CPU backend
+// does: g rounded to f16, gelu(that value) in float rounded to f16 (its lookup table), g <= -10
+// giving 0 and g >= 10 giving g itself.
+void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept;
+// The tanh-approximated GELU in float: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))).
+float gelu_tanh(float x) noexcept;
+
+// x *= s.
+void scale_inplace(float* x, float s, int64_t n) noexcept;
+
 // x += y.
 void add_inplace(float* x, const float* y, int64_t n) noexcept;
 
@@ -32,5 +42,8 @@ struct RopeParams {
 void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin /* n_rot: cos0, sin0, cos1, ... */) noexcept;
 // Rotates adjacent pairs (x[2i], x[2i+1]) of each of n_heads heads of head_dim elements.
 void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept;
+// GPT-NeoX style (Gemma, Qwen, ...): rotates the pairs (x[i], x[i + n_rot/2]), pair i using
+// the i-th cos/sin.
+void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept;
 
 }  // namespace infer

@@ -1,0 +1,69 @@
+#include "model/forward_util.hpp"
+
+#include <string>
+
+#include "core/status_macros.hpp"
+
+namespace infer {
+
+Status Scratch::reserve(size_t floats) {
+  if (floats <= buf_.size() / sizeof(float)) return Status::ok();
+  auto b = AlignedBuffer::allocate(floats * sizeof(float));
+  if (!b.ok()) return b.status();
+  buf_ = std::move(b).value();
+  return Status::ok();
+}
+
+namespace {
+
+// The table covers `pos`, and every block from `first` to `pos` is a block of the pool.
+Status check_table(std::span<const int32_t> table, const KvView& kv, int64_t pool, int32_t first, int32_t pos,
+                   const char* which) {
+  if (static_cast<size_t>(pos / kv.block_size) >= table.size())
+    return invalid_argument("batch: position " + std::to_string(pos) + " has no KV block" + which);
+  for (size_t i = static_cast<size_t>(first / kv.block_size); i <= static_cast<size_t>(pos / kv.block_size); ++i)
+    if (table[i] < 0 || table[i] >= pool) return invalid_argument(std::string("batch: KV block id out of range") + which);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_batch(const Batch& b, const KvView& kv, int n_layer, int64_t n_vocab, int n_kv_heads, int head_dim) {
+  const size_t n = b.tokens.size();
+  if (b.positions.size() != n || b.seq.size() != n || b.wants_logits.size() != n)
+    return invalid_argument("batch: per-row arrays differ in length");
+  if (kv.n_kv_heads != n_kv_heads || kv.head_dim != head_dim)
+    return invalid_argument("batch: KV cache shape does not match the model");
+  if (!kv.windowed.empty() && (kv.windowed.size() != static_cast<size_t>(n_layer) || kv.slot.size() != kv.windowed.size()))
+    return invalid_argument("batch: KV cache layers do not match the model");
+  bool any_full = kv.windowed.empty(), any_window = false;
+  for (uint8_t w : kv.windowed) (w ? any_window : any_full) = true;
+  for (size_t r = 0; r < n; ++r) {
+    if (b.tokens[r] < 0 || b.tokens[r] >= n_vocab)
+      return invalid_argument("batch: token id " + std::to_string(b.tokens[r]) + " outside the vocabulary (" +
+                              std::to_string(n_vocab) + ")");
+    if (b.seq[r] < 0 || static_cast<size_t>(b.seq[r]) >= b.sequences.size())
+      return invalid_argument("batch: row " + std::to_string(r) + " names no sequence");
+    const int32_t pos = b.positions[r];
+    if (pos < 0) return invalid_argument("batch: negative position " + std::to_string(pos));
+    const BatchSequence& s = b.sequences[static_cast<size_t>(b.seq[r])];
+    if (any_full) INFER_RETURN_IF_ERROR(check_table(s.blocks, kv, kv.n_blocks, 0, pos, ""));
+    if (any_window) {
+      const int32_t first = pos >= kv.sliding_window ? pos - kv.sliding_window + 1 : 0;
+      INFER_RETURN_IF_ERROR(check_table(s.window_blocks, kv, kv.n_window_blocks, first, pos, " (sliding-window layers)"));
+    }
+  }
+  return Status::ok();
+}
+
+uint64_t model_fingerprint(const ModelFile& f) {
+  auto fnv1a = [](const uint8_t* p, uint64_t n, uint64_t h) {
+    for (uint64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  };
+  const uint64_t h = fnv1a(f.file().data(), f.data_offset(), 1469598103934665603ull);
+  const uint64_t size = f.file_size();
+  return fnv1a(reinterpret_cast<const uint8_t*>(&size), sizeof size, h);
+}
+
+}  // namespace infer

@@ -1,10 +1,15 @@
-// infer-make-model: writes a Llama-architecture GGUF with random weights, for tests, demos and
-// benchmarks (real weights cannot be downloaded here). Shapes, metadata and tensor names follow
-// what llama.cpp's converter writes, so llama.cpp's tools load the file too.
+// infer-make-model: writes a Llama- or Gemma-3-architecture GGUF with random weights, for tests,
+// demos and benchmarks (real weights cannot be downloaded here). Shapes, metadata and tensor
+// names follow what llama.cpp's converter writes, so llama.cpp's tools load the file too.
 //
-//   infer-make-model -o OUT.gguf [--n-embd 64] [--n-layer 2] [--n-head 4] [--n-head-kv 2]
-//                    [--n-ff 128] [--ctx 256] [--type f32|f16|bf16] [--tied] [--seed 1]
-//                    [--rope-base 10000] [--name NAME] [--vocab tokenizer.model]
+//   infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd 64] [--n-layer 2] [--n-head 4]
+//                    [--n-head-kv 2] [--head-dim N] [--n-ff 128] [--ctx 256]
+//                    [--type f32|f16|bf16] [--tied] [--seed 1] [--rope-base 10000]
+//                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model]
+//
+// gemma3: --head-dim sets attention.key_length (default n_embd / n_head), --sliding-window the
+// local layers' window (0: none; layers follow llama.cpp's default pattern, every sixth global);
+// the output is always tied to the embeddings.
 //
 // The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
@@ -29,6 +34,8 @@ using namespace infer;
 
 struct Options {
   std::string out;
+  std::string arch = "llama";
+  int head_dim = 0, sliding_window = 0;
   int n_embd = 64, n_layer = 2, n_head = 4, n_head_kv = 2, n_ff = 128, ctx = 256;
   DType type = DType::f32;
   bool tied = false;
@@ -46,9 +53,10 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
   std::fprintf(stderr,
-               "usage: infer-make-model -o OUT.gguf [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
-               "                        [--n-ff N] [--ctx N] [--type f32|f16|bf16] [--tied] [--seed S]\n"
-               "                        [--rope-base F] [--name NAME] [--vocab tokenizer.model]\n");
+               "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd N] [--n-layer N] [--n-head N]\n"
+               "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16]\n"
+               "                        [--tied] [--seed S] [--rope-base F] [--sliding-window N] [--name NAME]\n"
+               "                        [--vocab tokenizer.model]\n");
   std::exit(2);
 }
 
@@ -128,6 +136,9 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "-o" || a == "--out") o.out = next();
+    else if (a == "--arch") o.arch = next();
+    else if (a == "--head-dim") o.head_dim = static_cast<int>(parse_int(next(), "--head-dim"));
+    else if (a == "--sliding-window") o.sliding_window = static_cast<int>(parse_int(next(), "--sliding-window"));
     else if (a == "--n-embd") o.n_embd = static_cast<int>(parse_int(next(), "--n-embd"));
     else if (a == "--n-layer") o.n_layer = static_cast<int>(parse_int(next(), "--n-layer"));
     else if (a == "--n-head") o.n_head = static_cast<int>(parse_int(next(), "--n-head"));
@@ -148,10 +159,15 @@ int main(int argc, char** argv) {
     } else usage_error("unknown argument " + a);
   }
   if (o.out.empty()) usage_error("-o OUT.gguf is required");
-  if (o.n_embd % o.n_head != 0) usage_error("--n-embd must be a multiple of --n-head");
+  if (o.arch != "llama" && o.arch != "gemma3") usage_error("--arch must be llama or gemma3");
+  const bool gemma = o.arch == "gemma3";
+  if (!gemma && (o.head_dim != 0 || o.sliding_window != 0)) usage_error("--head-dim and --sliding-window need --arch gemma3");
+  if (o.head_dim == 0 && o.n_embd % o.n_head != 0) usage_error("--n-embd must be a multiple of --n-head");
   if (o.n_head % o.n_head_kv != 0) usage_error("--n-head must be a multiple of --n-head-kv");
+  if (gemma && o.name == "libinfer random llama") o.name = "libinfer random gemma3";
 
-  const int head_dim = o.n_embd / o.n_head;
+  const int head_dim = o.head_dim != 0 ? o.head_dim : o.n_embd / o.n_head;
+  const int n_embd_q = head_dim * o.n_head;
   const int n_embd_kv = head_dim * o.n_head_kv;
 
   const VocabFields vocab = o.vocab.empty() ? byte_vocab() : read_vocab(o.vocab);
@@ -159,19 +175,28 @@ int main(int argc, char** argv) {
 
   gguf::Writer w;
   Metadata& md = w.metadata();
-  md.set("general.architecture", "llama");
+  const std::string a = o.arch + ".";
+  md.set("general.architecture", o.arch);
   md.set("general.name", o.name);
   md.set("general.file_type", uint32_t{o.type == DType::f32 ? 0u : o.type == DType::f16 ? 1u : 32u});
-  md.set("llama.context_length", uint32_t(o.ctx));
-  md.set("llama.embedding_length", uint32_t(o.n_embd));
-  md.set("llama.block_count", uint32_t(o.n_layer));
-  md.set("llama.feed_forward_length", uint32_t(o.n_ff));
-  md.set("llama.rope.dimension_count", uint32_t(head_dim));
-  md.set("llama.attention.head_count", uint32_t(o.n_head));
-  md.set("llama.attention.head_count_kv", uint32_t(o.n_head_kv));
-  md.set("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  md.set("llama.rope.freq_base", o.rope_base);
-  md.set("llama.vocab_size", uint32_t(n_vocab));
+  md.set(a + "context_length", uint32_t(o.ctx));
+  md.set(a + "embedding_length", uint32_t(o.n_embd));
+  md.set(a + "block_count", uint32_t(o.n_layer));
+  md.set(a + "feed_forward_length", uint32_t(o.n_ff));
+  if (!gemma) md.set(a + "rope.dimension_count", uint32_t(head_dim));
+  md.set(a + "attention.head_count", uint32_t(o.n_head));
+  md.set(a + "attention.head_count_kv", uint32_t(o.n_head_kv));
+  if (gemma) {  // as convert_hf_to_gguf.py writes Gemma 3
+    md.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+    md.set(a + "attention.key_length", uint32_t(head_dim));
+    md.set(a + "attention.value_length", uint32_t(head_dim));
+    md.set(a + "rope.freq_base", o.rope_base);
+    if (o.sliding_window > 0) md.set(a + "attention.sliding_window", uint32_t(o.sliding_window));
+  } else {
+    md.set(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    md.set(a + "rope.freq_base", o.rope_base);
+    md.set(a + "vocab_size", uint32_t(n_vocab));
+  }
   if (o.vocab.empty()) {  // the key order of the files in tests/data/gguf
     md.set("tokenizer.ggml.model", "llama");
     md.set("tokenizer.ggml.pre", "default");
@@ -196,21 +221,29 @@ int main(int argc, char** argv) {
     if (Status s = w.add_tensor(name, type, shape, data); !s.is_ok()) fail(s.message());
   };
   const float w_std = 0.02f;
-  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, 1.0f, o.type);
+  // Gemma scales embeddings by sqrt(n_embd) and reuses them as the output: smaller values keep
+  // its logits in a realistic range.
+  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, gemma ? 0.05f : 1.0f, o.type);
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
-    add(p + "attn_q.weight", {o.n_embd, o.n_embd}, 0.0f, w_std * 4, o.type);
+    add(p + "attn_q.weight", {o.n_embd, n_embd_q}, 0.0f, w_std * 4, o.type);
     add(p + "attn_k.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
     add(p + "attn_v.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
-    add(p + "attn_output.weight", {o.n_embd, o.n_embd}, 0.0f, w_std * 4, o.type);
+    add(p + "attn_output.weight", {n_embd_q, o.n_embd}, 0.0f, w_std * 4, o.type);
+    if (gemma) {
+      add(p + "attn_q_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
+      add(p + "attn_k_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
+      add(p + "post_attention_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
+      add(p + "post_ffw_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
+    }
     add(p + "ffn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
     add(p + "ffn_gate.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
     add(p + "ffn_up.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
     add(p + "ffn_down.weight", {o.n_ff, o.n_embd}, 0.0f, w_std * 4, o.type);
   }
   add("output_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
-  if (!o.tied) add("output.weight", {o.n_embd, n_vocab}, 0.0f, w_std * 4, o.type);
+  if (!o.tied && !gemma) add("output.weight", {o.n_embd, n_vocab}, 0.0f, w_std * 4, o.type);
 
   if (Status s = w.write(o.out); !s.is_ok()) fail(s.message());
   std::fprintf(stderr, "infer-make-model: wrote %s (%d layers, n_embd %d, vocab %d, %s)\n", o.out.c_str(), o.n_layer,

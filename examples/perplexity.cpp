@@ -187,6 +187,10 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < n_vocab; ++i) {
           const double lp_base = min_lp + static_cast<double>(scale) * q[i];
           if (lp_base > best) { best = lp_base; base_top = i; }
+          // As llama-perplexity: tokens the base gives log p <= -16 are left out of the sum (their
+          // 16-bit stored log-probabilities are too coarse to compare; with a 262k vocabulary
+          // they would add ~0.15 of quantization noise).
+          if (lp_base <= -16.0) continue;
           const double lp = static_cast<double>(row[i] - max) - log_z;
           kl += std::exp(lp_base) * (lp_base - lp);
         }

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.hpp"
 
+#include <cassert>
 #include <string>
 
 #include "core/checked_math.hpp"
@@ -67,6 +68,16 @@ bool KvCache::append(SequenceKv& seq, int64_t n_new) {
   }
   seq.n_tokens += static_cast<int32_t>(n_new);
   return true;
+}
+
+void KvCache::truncate(SequenceKv& seq, int64_t n_tokens) {
+  assert(n_tokens >= 0 && n_tokens <= seq.n_tokens && "truncate only shrinks");
+  const size_t keep = static_cast<size_t>((n_tokens + config_.block_size - 1) / config_.block_size);
+  while (seq.blocks.size() > keep) {
+    free_.push_back(seq.blocks.back());
+    seq.blocks.pop_back();
+  }
+  seq.n_tokens = static_cast<int32_t>(n_tokens);
 }
 
 void KvCache::release(SequenceKv& seq) {

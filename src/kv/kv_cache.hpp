@@ -78,6 +78,9 @@ class KvCache {
   // Grows `seq` by n_new token positions, all or nothing: false (and no change) when the pool
   // has too few free blocks. "Cache full" is an expected outcome, not an error.
   bool append(SequenceKv& seq, int64_t n_new);
+  // Shrinks `seq` to its first n_tokens positions (n_tokens <= seq.n_tokens) and returns the
+  // blocks it no longer needs to the pool; later positions are written again by the next step.
+  void truncate(SequenceKv& seq, int64_t n_tokens);
   // Returns all of seq's blocks to the pool.
   void release(SequenceKv& seq);
 

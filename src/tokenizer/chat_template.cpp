@@ -241,10 +241,10 @@ Result<ChatTemplate> ChatTemplate::from_name(std::string_view name) {
 
 Result<ChatTemplate> ChatTemplate::from_template_text(std::string_view t) {
   auto make = [](ChatFormat f) { return ChatTemplate(f, end_of_turn_of(f), ""); };
+  auto refuse = [](std::string_view what) { return unsupported(unsupported_template_message(what)); };
   if (contains(t, "<|im_start|>")) {
-    if (contains(t, "<|im_sep|>")) return unsupported(unsupported_template_message("the chat template is Phi-4's, not ChatML"));
-    if (contains(t, "<end_of_utterance>"))
-      return unsupported(unsupported_template_message("the chat template is SmolVLM's, not ChatML"));
+    if (contains(t, "<|im_sep|>")) return refuse("the chat template is Phi-4's, not ChatML");
+    if (contains(t, "<end_of_utterance>")) return refuse("the chat template is SmolVLM's, not ChatML");
     return ChatTemplate(ChatFormat::chatml, end_of_turn_of(ChatFormat::chatml), chatml_default_system_message(t));
   }
   if (t.starts_with("mistral") || contains(t, "[INST]")) {
@@ -253,11 +253,11 @@ Result<ChatTemplate> ChatTemplate::from_template_text(std::string_view t) {
                                                                               : ChatFormat::mistral_v7_tekken);
     if (contains(t, "<<SYS>>")) return make(ChatFormat::llama2);
     if (contains(t, "' [INST] '") || contains(t, "\" [INST] \""))
-      return unsupported(unsupported_template_message("the chat template is Mistral's v1 format, which is not rendered yet"));
+      return refuse("the chat template is Mistral's v1 format, which is not rendered yet");
     if (contains(t, "'[INST]'") || contains(t, "\"[INST]\""))
-      return unsupported(unsupported_template_message("the chat template is Mistral's v3-tekken format, which is not rendered yet"));
+      return refuse("the chat template is Mistral's v3-tekken format, which is not rendered yet");
     if (contains(t, "[AVAILABLE_TOOLS]") || contains(t, "system_message")) return make(ChatFormat::mistral_v3);
-    return unsupported(unsupported_template_message("the chat template is an [INST] format without a system prompt, which is not rendered"));
+    return refuse("the chat template is an [INST] format without a system prompt, which is not rendered");
   }
   if (contains(t, "<start_of_turn>")) return make(ChatFormat::gemma);
   if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) return make(ChatFormat::llama3);
@@ -266,7 +266,7 @@ Result<ChatTemplate> ChatTemplate::from_template_text(std::string_view t) {
     if (contains(t, "eos_token") || contains(t, "</s>")) return make(ChatFormat::zephyr);
     if (contains(t, "<|endoftext|>")) return ChatTemplate(ChatFormat::zephyr, "<|endoftext|>", "");
   }
-  return unsupported(unsupported_template_message("the model's chat template is not one of the known formats"));
+  return refuse("the model's chat template is not one of the known formats");
 }
 
 Result<ChatTemplate> ChatTemplate::for_model(const Metadata& metadata) {

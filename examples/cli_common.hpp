@@ -1,14 +1,21 @@
 // Shared pieces of the command-line tools: loading a model with its tokenizer, argument parsing
-// helpers, and one-line error exits (status 1 for bad input, 2 for usage errors).
+// helpers, one-line error exits (status 1 for bad input, 2 for usage errors), and the decoding
+// loop of infer-generate and infer-chat (Decoder, generate).
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
+
+#include "core/function_ref.hpp"
+#include "core/thread_pool.hpp"
 
 #include "format/model_file.hpp"
 #include "model/model.hpp"
+#include "sample/sampler.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace infer::cli {
@@ -26,6 +33,20 @@ namespace infer::cli {
 // Numbers from the command line, with the flag named in the error.
 long long parse_int(const char* tool, const char* usage, const std::string& flag, const char* text, long long lo, long long hi);
 double parse_double(const char* tool, const char* usage, const std::string& flag, const char* text, double lo, double hi);
+
+// The sampling flags shared by infer-generate and infer-chat (kSamplingUsage lists them), with
+// infer-generate's defaults (set_sampling_defaults). parse_sampling_flag consumes argv[i] (and its
+// value, advancing i) when it is one of them and returns true; false leaves i alone.
+inline constexpr const char* kSamplingUsage =
+    "  --temp T             temperature (default 0.8; 0 = greedy)\n"
+    "  --top-k K            (default 40; 0 = off)\n"
+    "  --top-p P            (default 0.95; 1 = off)\n"
+    "  --min-p P            (default 0.05; 0 = off)\n"
+    "  --repeat-penalty R   (default 1.0 = off)   --repeat-last-n N (default 64)\n"
+    "  --frequency-penalty F, --presence-penalty F   (default 0 = off)\n"
+    "  --seed S             random seed (default 42)\n";
+void set_sampling_defaults(SamplingParams& params);
+bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** argv, int& i, SamplingParams& params);
 
 // Reads a whole file (prompt files, evaluation texts).
 std::string read_text_file(const char* tool, const std::string& path);
@@ -45,5 +66,62 @@ KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType
 
 // Opens the file, builds the model and its tokenizer; exits with status 1 and one line on error.
 LoadedModel load(const char* tool, const std::string& path, bool with_model = true);
+
+// The context size when -c is not given: the model's training context, at most 4096.
+int64_t default_context(const ModelInfo& info);
+
+// One sequence on one model: the tokens in its KV cache, evaluated in steps of n_batch rows, and
+// the logits after the last of them. Exits (status 1, one line) on a model error.
+class Decoder {
+ public:
+  // Borrows `model`, which must outlive the decoder. threads <= 0: all cores.
+  Decoder(const char* tool, Model& model, int64_t n_ctx, DType kv_type, int threads, int64_t n_batch);
+
+  int64_t n_ctx() const noexcept { return n_ctx_; }
+  // The tokens whose keys and values are in the cache, in position order.
+  const std::vector<int32_t>& tokens() const noexcept { return tokens_; }
+  // Logits after the last evaluated token (one per vocabulary entry).
+  std::span<const float> logits() const noexcept { return logits_; }
+
+  // Appends `tokens` and evaluates them. False, and nothing changed, when the context cannot hold
+  // them: a full context is an expected outcome.
+  [[nodiscard]] bool eval(std::span<const int32_t> tokens);
+  // Keeps the first n cached tokens (n <= tokens().size()); the next eval continues from there.
+  // Returns how many were kept: n, or 0 when a sliding-window layer had already dropped what
+  // position n would see (the cache then starts over).
+  [[nodiscard]] size_t truncate(size_t n);
+
+ private:
+  const char* tool_;
+  Model& model_;
+  int64_t n_ctx_, n_batch_;
+  KvCache kv_;
+  SequenceKv seq_;
+  ThreadPool pool_;
+  Batch batch_;
+  std::vector<float> logits_;
+  std::vector<int32_t> tokens_;
+};
+
+struct GenerateLimits {
+  int64_t max_tokens = -1;   // < 0: until another limit
+  bool stop_at_eog = true;   // end at any end-of-generation token (not kept)
+  int32_t stop_token = -1;   // also end at this token (not kept); -1: none
+};
+
+enum class Finish { eog, length, stop, context };
+const char* finish_name(Finish finish) noexcept;
+
+struct Generated {
+  std::vector<int32_t> ids;  // the kept tokens; all but the last are in the decoder's cache
+  Finish finish = Finish::length;
+  double ms = 0;
+};
+
+// Samples tokens after what the decoder has evaluated, passing each kept one to on_token, until
+// an end token, max_tokens, on_token returning false (Finish::stop) or the context's end. The
+// sampler's history is the decoder's tokens.
+Generated generate(Decoder& decoder, Sampler& sampler, const Tokenizer& tokenizer, const GenerateLimits& limits,
+                   FunctionRef<bool(int32_t)> on_token);
 
 }  // namespace infer::cli

@@ -1,6 +1,7 @@
 #include "kv/kv_cache.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <string>
 
 #include "core/checked_math.hpp"
@@ -172,6 +173,29 @@ bool KvCache::append(SequenceKv& seq, int64_t n_new) {
     window_pool.pop_back();
   }
   seq.n_tokens += static_cast<int32_t>(n_new);
+  return true;
+}
+
+bool KvCache::truncate(SequenceKv& seq, int64_t n_tokens) {
+  assert(n_tokens >= 0 && n_tokens <= seq.n_tokens && "truncate only shrinks");
+  const int64_t bs = config_.block_size;
+  const size_t keep = static_cast<size_t>((n_tokens + bs - 1) / bs);
+  if (has_window()) {
+    // A query at n_tokens sees positions from n_tokens - window + 1 on: their blocks must remain.
+    const int64_t first = std::max<int64_t>(0, n_tokens - config_.sliding_window + 1);
+    for (size_t i = static_cast<size_t>(first / bs); i < keep && i < seq.window_blocks.size(); ++i)
+      if (seq.window_blocks[i] < 0) return false;
+    std::vector<int32_t>& window_pool = has_full() ? window_free_ : free_;
+    while (seq.window_blocks.size() > keep) {
+      if (seq.window_blocks.back() >= 0) window_pool.push_back(seq.window_blocks.back());
+      seq.window_blocks.pop_back();
+    }
+  }
+  while (seq.blocks.size() > keep) {
+    free_.push_back(seq.blocks.back());
+    seq.blocks.pop_back();
+  }
+  seq.n_tokens = static_cast<int32_t>(n_tokens);
   return true;
 }
 

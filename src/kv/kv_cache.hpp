@@ -129,6 +129,11 @@ class KvCache {
   // when a pool has too few free blocks. "Cache full" is an expected outcome, not an error.
   // Windowed blocks the next query (at position n_tokens) can no longer see go back first.
   bool append(SequenceKv& seq, int64_t n_new);
+  // Shrinks `seq` to its first n_tokens positions (n_tokens <= seq.n_tokens) and returns the
+  // blocks it no longer needs to the pools; later positions are written again by the next step.
+  // False (and no change) when a windowed layer has already handed back a block a query at
+  // n_tokens would see: the caller must then evaluate the sequence again from the start.
+  bool truncate(SequenceKv& seq, int64_t n_tokens);
   // Returns all of seq's blocks to the pools.
   void release(SequenceKv& seq);
 

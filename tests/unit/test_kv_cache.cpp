@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <vector>
 
 #include "kv/kv_cache.hpp"
 
@@ -58,6 +59,24 @@ TEST_CASE("append is all or nothing and release returns every block", "[kv]") {
   kv.release(b);
   CHECK(kv.free_blocks() == 5);
   CHECK(a.blocks.empty());
+}
+
+TEST_CASE("truncate keeps the blocks of the first positions and returns the rest", "[kv]") {
+  auto kv = KvCache::create(shape(512 * 5)).value();
+  SequenceKv a;
+  REQUIRE(kv.append(a, 13));  // 4 blocks of 4
+  const std::vector<int32_t> blocks = a.blocks;
+  REQUIRE(kv.truncate(a, 5));  // positions 0..4: 2 blocks
+  CHECK(a.n_tokens == 5);
+  CHECK(a.blocks == std::vector<int32_t>(blocks.begin(), blocks.begin() + 2));
+  CHECK(kv.free_blocks() == 3);
+  REQUIRE(kv.truncate(a, 5));  // no change
+  CHECK(kv.free_blocks() == 3);
+  REQUIRE(kv.append(a, 3));  // fills block 2 again without a new one
+  CHECK(a.blocks.size() == 2);
+  REQUIRE(kv.truncate(a, 0));
+  CHECK(a.blocks.empty());
+  CHECK(kv.free_blocks() == 5);
 }
 
 TEST_CASE("block views of different layers, blocks and heads never overlap", "[kv]") {

@@ -34,23 +34,28 @@ def run(args, cwd=None):
 with open(os.path.join(models, "reference.tsv")) as f:
     header = f.readline().rstrip("\n").split("\t")
     entries = [dict(zip(header, line.rstrip("\n").split("\t"))) for line in f if line.strip()]
-with open(os.path.join(models, "make-model.args")) as f:
-    make_args = shlex.split(f.read())
+
+
+def make_args(prefix):
+    """The infer-make-model arguments of a family of files (ref-*, gemma3-*)."""
+    name = "make-model.args" if prefix == "ref" else f"{prefix}-make-model.args"
+    with open(os.path.join(models, name)) as f:
+        return shlex.split(f.read())
+
 
 with tempfile.TemporaryDirectory() as tmp:
     for e in entries:
         name = e["file"]
+        prefix, qtype = name[:-len(".gguf")].rsplit("-", 1)
         if e["kind"] == "ours":
             path = os.path.join(tmp, name)
-            kind = name[len("ref-"):-len(".gguf")]
-            run([make_model, "-o", path, "--type", kind] + make_args, cwd=root)
+            run([make_model, "-o", path, "--type", qtype] + make_args(prefix), cwd=root)
             digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
             if digest != e["sha256"]:
                 failures.append(f"{name}: infer-make-model no longer writes the file llama.cpp was run on")
                 continue
         else:
             path = os.path.join(models, name)
-        qtype = name[len("ref-"):-len(".gguf")]
         wide = qtype in ("f32", "f16", "bf16", "q8_0")
         out = run([perplexity, "-m", path, "-f", text, "-c", "128", "-b", "128", "--chunks", "4", "-t", "2"])
         m = re.search(r"^PPL = ([0-9.]+) \+/- ([0-9.]+)", out, re.M)
@@ -67,11 +72,11 @@ with tempfile.TemporaryDirectory() as tmp:
             failures.append(f"{name}: top-1 agreement {top}% < 99%")
         if wide and kld >= 1e-3:
             failures.append(f"{name}: mean KL divergence {kld} >= 1e-3")
-        rows.append((qtype.upper(), ppl, ref, 100 * rel, kld, top))
+        rows.append((("" if prefix == "ref" else prefix + " ") + qtype.upper(), ppl, ref, 100 * rel, kld, top))
 
-print(f"{'type':8} {'PPL ours':>12} {'PPL llama.cpp':>14} {'diff %':>8} {'mean KLD':>10} {'same top %':>10}")
+print(f"{'type':14} {'PPL ours':>12} {'PPL llama.cpp':>14} {'diff %':>8} {'mean KLD':>10} {'same top %':>10}")
 for r in rows:
-    print(f"{r[0]:8} {r[1]:12.4f} {r[2]:14.4f} {r[3]:8.4f} {r[4]:10.2e} {r[5]:10.2f}")
+    print(f"{r[0]:14} {r[1]:12.4f} {r[2]:14.4f} {r[3]:8.4f} {r[4]:10.2e} {r[5]:10.2f}")
 for f in failures:
     print("FAIL:", f)
 print(f"{len(rows) - len(failures)} passed, {len(failures)} failed")

@@ -63,10 +63,20 @@ for preset in Q8_0 Q6_K Q5_K_M Q5_1 Q5_0 Q4_K_M Q4_1 Q4_0 Q3_K_M Q2_K; do
     { cat "$work/q.log" >&2; exit 1; }
   reference "$out/ref-$lower.gguf" llama
 done
+# Gemma 3 shape: head size 128 with 4 query heads over one KV head (attention width 512, twice
+# n_embd), six layers of which five see a sliding window of 32 positions, so that the context of
+# 128 exercises the window; RoPE base 1e6 on the global layer, 10000 on the local ones.
+echo "--arch gemma3 --vocab $vocab --n-embd 256 --n-layer 6 --n-head 4 --n-head-kv 1 --head-dim 128 --n-ff 512 --ctx 512 --rope-base 1000000 --sliding-window 32 --seed 13" > "$out/gemma3-make-model.args"
+"$build/examples/infer-make-model" -o "$work/gemma3-f32.gguf" --type f32 $(cat "$out/gemma3-make-model.args") 2>/dev/null
+reference "$work/gemma3-f32.gguf" ours
+"$bin/llama-quantize" "$work/gemma3-f32.gguf" "$out/gemma3-q8_0.gguf" Q8_0 >"$work/q.log" 2>&1 || { cat "$work/q.log" >&2; exit 1; }
+reference "$out/gemma3-q8_0.gguf" llama
+
 cat > "$out/README.md" <<EOT
 Reference models and llama.cpp's results on them, made by \`tests/reference/make-model-reference.sh\`
 with llama.cpp from the llama-cpp-python sdist (scripts/build-llama-cpp). reference.tsv lists each
-file, who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
+file (ref-*: Llama shape, arguments in make-model.args; gemma3-*: Gemma 3 shape with a sliding
+window, gemma3-make-model.args), who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
 its SHA-256, and llama.cpp's perplexity (\`llama-perplexity -c $ctx -b $ctx --chunks $ppl_chunks\`
 on $text). Each .kld is \`llama-perplexity -c $ctx --chunks 1 --kl-divergence-base\` output.
 EOT

@@ -10,8 +10,8 @@
 # Run from the repository root.
 #
 #   smollm2-vocab.gguf     every key/value pair of SMOLLM2_GGUF, no tensors (pre "smollm")
-#   bpe-llama-bpe.gguf     synthetic vocabularies trained on tests/data/text/corpus.txt
-#   bpe-qwen2.gguf         (tests/reference/make-bpe-vocabs.py), pre "llama-bpe" / "qwen2"
+#   bpe-PRE.gguf           synthetic vocabularies trained on tests/data/text/corpus.txt
+#                          (tests/reference/make-bpe-vocabs.py), pre llama-bpe, qwen2, gpt-2, default
 #   bpe-expected.txt       ids for every case of cases.txt and bpe-cases.txt, each vocabulary,
 #                          with and without BOS and special-token parsing
 #   smollm2-corpus-ids.txt ids of the whole of tests/data/text/corpus.txt with smollm2-vocab.gguf
@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 
 # 1. Vocabularies.
 python3 tests/reference/make-bpe-vocabs.py smollm2 "$model" "$out/smollm2-vocab.gguf"
-for pre in llama-bpe qwen2; do
+for pre in llama-bpe qwen2 gpt-2 default; do
   python3 tests/reference/make-bpe-vocabs.py synthetic "$pre" tests/data/text/corpus.txt "$out/bpe-$pre.gguf"
 done
 
@@ -44,7 +44,7 @@ tokenize() {  # FILE BOS PARSE_SPECIAL TEXT_FILE
 {
   echo "# llama.cpp's llama-tokenize: VOCAB<TAB>NAME<TAB>BOS<TAB>PARSE_SPECIAL<TAB>IDS, VOCAB a file in this directory."
   echo "# Regenerate with tests/reference/make-bpe-reference.sh; the cases are in cases.txt and bpe-cases.txt."
-  for vocab in smollm2-vocab.gguf bpe-llama-bpe.gguf bpe-qwen2.gguf; do
+  for vocab in smollm2-vocab.gguf bpe-llama-bpe.gguf bpe-qwen2.gguf bpe-gpt-2.gguf bpe-default.gguf; do
     while IFS=$'\t' read -r name text; do
       printf '%b' "$text" > "$work/case.txt"
       for bos in 1 0; do

@@ -4,7 +4,8 @@
     make-bpe-vocabs.py smollm2 MODEL.gguf OUT.gguf    vocabulary-only copy of a model file: every
                                                        key/value pair, no tensors
     make-bpe-vocabs.py synthetic PRE CORPUS OUT.gguf  a small vocabulary trained on CORPUS, with
-                                                       tokenizer.ggml.pre = PRE (llama-bpe, qwen2)
+                                                       tokenizer.ggml.pre = PRE (llama-bpe, qwen2,
+                                                       gpt-2, default)
 
 The synthetic vocabularies: a few special tokens, the 256 byte characters of GPT-2's
 bytes_to_unicode, then 400 merges learned by plain BPE (most frequent pair first, ties by text)
@@ -86,6 +87,16 @@ VARIANTS = {
         ids={"eos_token_id": "<|im_end|>", "padding_token_id": "<|endoftext|>"},
         whole_words=[],
         unlisted=3),
+    "gpt-2": dict(
+        specials=[("<|endoftext|>", 3), ("<tool>", 4)],
+        ids={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|endoftext|>"},
+        whole_words=[],
+        unlisted=0),
+    "default": dict(
+        specials=[("<|endoftext|>", 3), ("<tool>", 4)],
+        ids={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|endoftext|>"},
+        whole_words=[],
+        unlisted=0),
 }
 
 HPARAMS = [("llama.block_count", g.U32, 1), ("llama.context_length", g.U32, 2048),

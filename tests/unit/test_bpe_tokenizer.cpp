@@ -1,6 +1,6 @@
 // The byte-level BPE tokenizer against llama.cpp: the ids llama-tokenize gave for every case of
-// cases.txt and bpe-cases.txt with SmolLM2's vocabulary (pre "smollm") and two synthetic ones
-// ("llama-bpe", "qwen2"), and for the whole corpus (tests/reference/make-bpe-reference.sh); merge
+// cases.txt and bpe-cases.txt with SmolLM2's vocabulary (pre "smollm") and four synthetic ones
+// ("llama-bpe", "qwen2", "gpt-2", "default"), and for the whole corpus with SmolLM2's (tests/reference/make-bpe-reference.sh); merge
 // order on a vocabulary worked out by hand; the byte mapping; the pre-tokenizers' splits written
 // from their regexes; special tokens; malformed metadata; streaming.
 #include <catch2/catch.hpp>
@@ -25,7 +25,8 @@ using namespace infer;
 namespace {
 
 const std::string kDir = std::string(INFER_TEST_DATA_DIR) + "/tokenizer/";
-const char* const kVocabFiles[] = {"smollm2-vocab.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf"};
+const char* const kVocabFiles[] = {"smollm2-vocab.gguf", "bpe-llama-bpe.gguf", "bpe-qwen2.gguf", "bpe-gpt-2.gguf",
+                                   "bpe-default.gguf"};
 
 std::unique_ptr<Tokenizer> load(const std::string& name) {
   auto file = ModelFile::open(kDir + name);

@@ -12,6 +12,7 @@
 //      bytes that are no entry are dropped).
 #include "tokenizer/bpe_tokenizer.hpp"
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 
@@ -64,7 +65,8 @@ class BpeTokenizer final : public Tokenizer {
   Vocab vocab_;
   PreTokenizerSpec pre_;
   std::unordered_map<std::string_view, int32_t> by_text_;  // into vocab_.text
-  std::unordered_map<std::string, int32_t> rank_;          // "left right" -> merge rank
+  // "left right" -> merge rank. Unambiguous: symbols are spelled in byte characters, never spaces.
+  std::unordered_map<std::string, int32_t> rank_;
 };
 
 Result<std::vector<int32_t>> BpeTokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {

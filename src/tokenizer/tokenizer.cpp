@@ -2,6 +2,7 @@
 
 #include "core/mapped_file.hpp"
 #include "core/status_macros.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "tokenizer/sentencepiece_model.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 #include "tokenizer/vocab.hpp"
@@ -45,8 +46,12 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const Metadata& metadata) {
     INFER_ASSIGN_OR_RETURN(Vocab vocab, build_sentencepiece_vocab(std::move(fields)));
     return make_sentencepiece_tokenizer(std::move(vocab));
   }
+  if (fields.model == "gpt2") {
+    INFER_ASSIGN_OR_RETURN(Vocab vocab, build_bpe_vocab(std::move(fields)));
+    return make_bpe_tokenizer(std::move(vocab));
+  }
   return unsupported("tokenizer.ggml.model '" + fields.model +
-                     "' is not supported (supported: 'llama', SentencePiece)");
+                     "' is not supported (supported: 'llama', SentencePiece; 'gpt2', byte-level BPE)");
 }
 
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelFile& file) {

@@ -73,3 +73,57 @@ std::string sanitize(std::string_view s) {
 }
 
 }  // namespace infer::utf8
+
+namespace infer::utf8 {
+
+std::vector<uint32_t> code_points_lenient(std::string_view s) {
+  std::vector<uint32_t> out;
+  out.reserve(s.size());
+  const auto* b = reinterpret_cast<const uint8_t*>(s.data());
+  const size_t n = s.size();
+  const auto cont = [&](size_t i) { return i < n && is_continuation(b[i]); };
+  for (size_t i = 0; i < n;) {
+    const uint8_t lead = b[i];
+    uint32_t cp = 0xFFFD;
+    size_t len = 1;
+    if (lead < 0x80) {
+      cp = lead;
+    } else if ((lead & 0xE0) == 0xC0 && cont(i + 1)) {
+      cp = (uint32_t(lead & 0x1F) << 6) | (b[i + 1] & 0x3F);
+      len = 2;
+    } else if ((lead & 0xF0) == 0xE0 && cont(i + 1) && cont(i + 2)) {
+      cp = (uint32_t(lead & 0x0F) << 12) | (uint32_t(b[i + 1] & 0x3F) << 6) | (b[i + 2] & 0x3F);
+      len = 3;
+    } else if ((lead & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
+      const uint32_t v = (uint32_t(lead & 0x07) << 18) | (uint32_t(b[i + 1] & 0x3F) << 12) |
+                         (uint32_t(b[i + 2] & 0x3F) << 6) | (b[i + 3] & 0x3F);
+      if (v <= 0x10FFFF) {
+        cp = v;
+        len = 4;
+      }
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+void append(std::string& out, uint32_t cpt) {
+  if (cpt < 0x80) {
+    out += static_cast<char>(cpt);
+  } else if (cpt < 0x800) {
+    out += static_cast<char>(0xC0 | (cpt >> 6));
+    out += static_cast<char>(0x80 | (cpt & 0x3F));
+  } else if (cpt < 0x10000) {
+    out += static_cast<char>(0xE0 | (cpt >> 12));
+    out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cpt & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cpt >> 18));
+    out += static_cast<char>(0x80 | ((cpt >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cpt & 0x3F));
+  }
+}
+
+}  // namespace infer::utf8

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace infer::utf8 {
 
@@ -31,5 +32,14 @@ size_t incomplete_tail(std::string_view s) noexcept;
 // `s` with every byte that is not part of a well-formed character replaced by U+FFFD, so the
 // result is always valid UTF-8 (valid input comes back unchanged).
 std::string sanitize(std::string_view s);
+
+// The code points of `s` read the way llama.cpp's unicode_cpts_from_utf8 reads them, for the BPE
+// pre-tokenizers: a character is taken by its lead byte when its continuation bytes are present
+// (overlong forms and surrogates included); any other byte becomes one U+FFFD. A 4-byte form
+// above U+10FFFF is U+FFFD per byte too (llama.cpp throws on it later).
+std::vector<uint32_t> code_points_lenient(std::string_view s);
+
+// Appends the UTF-8 form of `cpt` (at most U+10FFFF; surrogates are encoded as they are).
+void append(std::string& out, uint32_t cpt);
 
 }  // namespace infer::utf8

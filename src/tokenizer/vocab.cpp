@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "core/status_macros.hpp"
+#include "tokenizer/byte_level.hpp"
+#include "tokenizer/pretokenizer.hpp"
 
 namespace infer {
 
@@ -117,6 +119,8 @@ void VocabFields::write_to(Metadata& md) const {
     if (const auto& v = this->*k.field; v && !k.deprecated) md.set(key_of(k.name), static_cast<uint32_t>(*v));
   for (const FlagKey& k : kFlagKeys)
     if (const auto& v = this->*k.field) md.set(key_of(k.name), *v);
+  if (merges) md.set(key_of("merges"), Array::of_strings(*merges));
+  if (!pre.empty()) md.set(key_of("pre"), pre);
 }
 
 Result<VocabFields> read_vocab_fields(const Metadata& md) {
@@ -170,10 +174,34 @@ Result<VocabFields> read_vocab_fields(const Metadata& md) {
     INFER_ASSIGN_OR_RETURN(f.declared_vocab_size, read_id(md, *arch + ".vocab_size"));
   }
   if (const std::string* name = md.get_string("general.name")) f.model_name = *name;
+
+  const std::string merges_key = key_of("merges");
+  if (const Value* v = md.find(merges_key)) {
+    if (!v->as_array() || v->as_array()->elem_type != ValueType::string)
+      return malformed_file(merges_key + ": expected an array of strings, found " + kind_of(*v));
+    f.merges = v->as_array()->strings;
+  }
+  const std::string pre_key = key_of("pre");
+  if (const Value* v = md.find(pre_key)) {
+    if (!v->as_string()) return malformed_file(pre_key + ": expected a string, found " + kind_of(*v));
+    f.pre = *v->as_string();
+  }
   return f;
 }
 
-Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
+namespace {
+
+// What differs between the tokenizer kinds when the vocabulary is built: llama.cpp's defaults
+// and how a byte token is spelled.
+struct VocabRules {
+  int32_t bos, eos, unk;       // default special ids (-1: none; dropped when out of range)
+  bool add_bos;                // default of tokenizer.ggml.add_bos_token
+  bool add_space_prefix;       // default of tokenizer.ggml.add_space_prefix
+  bool (*is_byte_text)(std::string_view);  // a byte token's text is well formed
+};
+
+// The checks and load-time rules every kind shares (llama.cpp's llama_vocab::impl::load).
+Result<Vocab> build_vocab(VocabFields& f, const VocabRules& rules) {
   const size_t n = f.tokens.size();
   if (n == 0) return malformed_file(key_of("tokens") + " is empty");
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
@@ -211,16 +239,17 @@ Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
     }
     // llama.cpp renames empty entries so that every token has a distinct, visible text.
     if (v.text[i].empty()) v.text[i] = "[EMPTY_" + std::to_string(i) + "]";
-    if ((v.attr[i] & token_attr::byte) && !is_byte_token_text(v.text[i]))
+    if ((v.attr[i] & token_attr::byte) && !rules.is_byte_text(v.text[i]))
       return malformed_file(key_of("tokens") + "[" + std::to_string(i) + "] is a byte token but reads '" + v.text[i] +
-                            "' instead of <0xHH>");
+                            "', which names no byte");
   }
 
-  // Special ids: llama.cpp's SentencePiece defaults, replaced by the file's keys.
+  // Special ids: llama.cpp's defaults for the kind (dropped when out of range), replaced by the
+  // file's keys.
   const auto in_range = [&](int64_t id) { return id >= 0 && id < static_cast<int64_t>(n); };
-  v.bos = in_range(1) ? 1 : -1;
-  v.eos = in_range(2) ? 2 : -1;
-  v.unk = 0;
+  v.bos = in_range(rules.bos) ? rules.bos : -1;
+  v.eos = in_range(rules.eos) ? rules.eos : -1;
+  v.unk = rules.unk;
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   struct Slot {
     const char* key;
@@ -242,9 +271,9 @@ Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
                             " tokens");
     s.id = static_cast<int32_t>(*s.given);
   }
-  v.add_bos = f.add_bos.value_or(true);
+  v.add_bos = f.add_bos.value_or(rules.add_bos);
   v.add_eos = f.add_eos.value_or(false);
-  v.add_space_prefix = f.add_space_prefix.value_or(true);
+  v.add_space_prefix = f.add_space_prefix.value_or(rules.add_space_prefix);
 
   // Lookup by text; a later duplicate wins, as in llama.cpp's text-to-id map.
   std::unordered_map<std::string_view, int32_t> by_text;
@@ -297,7 +326,42 @@ Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
     if (const int32_t id = find("</s>"); id >= 0) v.attr[id] |= token_attr::rstrip;
     for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"})
       if (const int32_t id = find(t); id >= 0) v.attr[id] &= ~token_attr::rstrip;
+  } else if (f.pre.find("jina-v2-de") != std::string::npos || f.pre.find("jina-v2-es") != std::string::npos ||
+             f.pre.find("jina-v2-code") != std::string::npos) {
+    // Jina's mask token takes the whitespace before it.
+    if (const int32_t id = find("<mask>"); id >= 0) v.attr[id] |= token_attr::lstrip;
   }
+  return v;
+}
+
+}  // namespace
+
+Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
+  return build_vocab(f, VocabRules{1, 2, 0, true, true, is_byte_token_text});
+}
+
+Result<Vocab> build_bpe_vocab(VocabFields f) {
+  const std::string pre_key = key_of("pre");
+  const auto spec = find_pre_tokenizer(f.pre);
+  if (!spec)
+    return unsupported(pre_key + " '" + f.pre + "' is not a supported pre-tokenizer (supported: " +
+                       supported_pre_tokenizers() + ")");
+  const std::string merges_key = key_of("merges");
+  if (!f.merges) return not_found(merges_key + " is missing: a byte-level BPE (gpt2) vocabulary needs its merges");
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(f.merges->size());
+  for (size_t i = 0; i < f.merges->size(); ++i) {
+    const std::string& m = (*f.merges)[i];
+    // llama.cpp splits at the first space after the first byte (a part may start with a space).
+    const size_t space = m.find(' ', 1);
+    if (space == std::string::npos)
+      return malformed_file(merges_key + "[" + std::to_string(i) + "] is '" + m +
+                            "': expected two parts separated by a space");
+    merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+  }
+  INFER_ASSIGN_OR_RETURN(Vocab v, build_vocab(f, VocabRules{11, 11, -1, spec->add_bos, false, is_byte_level_char}));
+  v.merges = std::move(merges);
+  v.pre = std::move(f.pre);
   return v;
 }
 

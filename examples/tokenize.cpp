@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "cli_common.hpp"
 #include "format/model_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
       return usage_error("unknown argument " + a);
     }
   }
-  if (opt.model.empty()) return usage_error("-m MODEL is required");
+  if (opt.model.empty()) opt.model = infer::cli::default_model_path();
+  if (opt.model.empty()) return usage_error("-m MODEL is required (or install the default model: scripts/fetch-model)");
   if (opt.prompt.has_value() == opt.prompt_file.has_value()) return usage_error("give exactly one of -p TEXT and -f FILE");
 
   std::string text;

@@ -132,7 +132,8 @@ uint64_t KvCache::budget_for_tokens(const KvCacheConfig& c, int64_t n_tokens) {
   const int n_window = c.n_window_layers();
   const uint64_t full = block_bytes(c, c.n_layer - n_window).value_or(0);
   const uint64_t window = block_bytes(c, n_window).value_or(0);
-  const int64_t window_blocks = n_window > 0 ? std::min<int64_t>(blocks, c.window_blocks_per_sequence()) : 0;
+  const int64_t window_blocks =
+      n_window > 0 ? std::min<int64_t>(blocks, static_cast<int64_t>(c.max_sequences) * c.window_blocks_per_sequence()) : 0;
   return static_cast<uint64_t>(blocks) * full + static_cast<uint64_t>(window_blocks) * window;
 }
 

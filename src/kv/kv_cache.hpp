@@ -109,7 +109,8 @@ class KvCache {
  public:
   // Sizes the pool from the budget: out_of_range when not even one block fits.
   static Result<KvCache> create(const KvCacheConfig& config);
-  // The budget that holds exactly enough blocks for n_tokens positions of one sequence.
+  // The budget create() turns into exactly n_tokens positions of full-attention blocks (for one
+  // sequence, or shared by several) plus the windowed pool it plans for max_sequences.
   static uint64_t budget_for_tokens(const KvCacheConfig& config, int64_t n_tokens);
 
   const KvCacheConfig& config() const noexcept { return config_; }

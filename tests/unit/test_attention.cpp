@@ -159,3 +159,48 @@ TEST_CASE("attention_row reads nothing past n_ctx", "[attention]") {
     }
   }
 }
+
+TEST_CASE("attention_row with a sliding window sees only [first, n_ctx) and never reads before first", "[attention]") {
+  const AttentionShape shape{4, 1, 32, 0.25f};
+  Cache cache(DType::f16, 1, 32, 16, 16 * 12);
+  const auto kv = random_floats(cache.k.size() / 2, 6, -2.0f, 2.0f);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const uint16_t h = f32_to_f16(kv[i]);
+    std::memcpy(&cache.k[2 * i], &h, 2);
+    std::memcpy(&cache.v[2 * i], &h, 2);
+  }
+  const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 7, -1.0f, 1.0f);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim))), out(q.size());
+  for (auto [first, n_ctx] : {std::pair{0, 40}, {1, 40}, {8, 40}, {63, 64}, {64, 130}, {65, 130}, {100, 192}, {150, 192}}) {
+    // Positions before `first` hold NaN, and their whole blocks are gone from the table (-1).
+    Cache poisoned = cache;
+    poisoned.view.k_base = poisoned.k.data();
+    poisoned.view.v_base = poisoned.v.data();
+    for (int pos = 0; pos < first; ++pos)
+      for (int i = 0; i < 32; ++i) {
+        const size_t off = ((static_cast<size_t>(poisoned.blocks[static_cast<size_t>(pos / 16)]) * 16 + pos % 16) * 32 + i) * 2;
+        poisoned.k[off] = poisoned.v[off] = 0xFF;
+        poisoned.k[off + 1] = poisoned.v[off + 1] = 0x7F;
+      }
+    for (int b = 0; b < first / 16; ++b) poisoned.blocks[static_cast<size_t>(b)] = -1;
+    attention_row(q.data(), shape, poisoned.view, 0, poisoned.blocks, n_ctx, out.data(), scratch.data(), first);
+    // float64 attention over the visible positions only.
+    for (int h = 0; h < shape.n_head; ++h) {
+      std::vector<double> w;
+      for (int t = first; t < n_ctx; ++t) {
+        double dot = 0;
+        for (int i = 0; i < 32; ++i) dot += double(q[static_cast<size_t>(h * 32 + i)]) * cache.at(cache.k, 0, t, i);
+        w.push_back(double(shape.scale) * dot);
+      }
+      const double m = *std::max_element(w.begin(), w.end());
+      double z = 0;
+      for (auto& x : w) z += (x = std::exp(x - m));
+      for (int i = 0; i < 32; ++i) {
+        double expect = 0;
+        for (int t = first; t < n_ctx; ++t) expect += w[static_cast<size_t>(t - first)] / z * cache.at(cache.v, 0, t, i);
+        INFO("first " << first << " n_ctx " << n_ctx << " head " << h << " element " << i);
+        REQUIRE(std::fabs(double(out[static_cast<size_t>(h * 32 + i)]) - expect) <= 2e-6);
+      }
+    }
+  }
+}

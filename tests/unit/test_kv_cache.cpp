@@ -1,6 +1,7 @@
 // The paged KV cache's block accounting.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -93,4 +94,88 @@ TEST_CASE("block views of different layers, blocks and heads never overlap", "[k
       }
   CHECK(starts.size() == 2u * 3 * 2 * 2);
   CHECK(v.k_block(1, 2, 1) + head_bytes == v.v_base);  // K region ends where V begins
+}
+
+namespace {
+// Four layers, the first three windowed (window 8), blocks of 4 positions.
+KvCacheConfig windowed(uint64_t budget, int max_step = 4) {
+  KvCacheConfig c = shape(budget);
+  c.n_layer = 4;
+  c.window_layers = {1, 1, 1, 0};
+  c.sliding_window = 8;
+  c.max_step_tokens = max_step;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("sliding-window layers get a pool of their own, sized for one window plus one step", "[kv]") {
+  // Full pool: 1 layer x 256 bytes per block; windowed pool: 3 layers x 256 = 768 per block.
+  // A sequence needs at most ceil((8 - 1 + 4) / 4) + 1 = 4 windowed blocks.
+  const KvCacheConfig c = windowed(256 * 20 + 768 * 4);
+  CHECK(c.window_blocks_per_sequence() == 4);
+  auto kv = KvCache::create(c).value();
+  CHECK(kv.n_blocks() == 20);
+  CHECK(kv.n_window_blocks() == 4);
+  CHECK(kv.bytes_per_block() == 256);
+  CHECK(kv.bytes_per_window_block() == 768);
+  // budget_for_tokens plans exactly that: 80 positions = 20 full blocks + 4 windowed ones.
+  CHECK(KvCache::budget_for_tokens(c, 80) == 256 * 20 + 768 * 4);
+  // A budget too small for the window share gives both pools the same count.
+  auto small = KvCache::create(windowed(1024 * 3)).value();
+  CHECK(small.n_blocks() == 3);
+  CHECK(small.n_window_blocks() == 3);
+}
+
+TEST_CASE("windowed blocks go back to the pool once the window has passed them", "[kv]") {
+  auto kv = KvCache::create(windowed(256 * 20 + 768 * 4)).value();
+  SequenceKv s;
+  for (int step = 0; step < 20; ++step) {
+    REQUIRE(kv.append(s, 4));  // 4 positions a step, 80 in all
+    // Every windowed block a query at the newest positions can see is there...
+    const int32_t first = std::max(0, s.n_tokens - 4 - 8 + 1);
+    for (int32_t b = first / 4; b < (s.n_tokens + 3) / 4; ++b) REQUIRE(s.window_blocks[static_cast<size_t>(b)] >= 0);
+    // ...and never more than the pool holds.
+    CHECK(kv.free_window_blocks() >= 0);
+  }
+  CHECK(s.blocks.size() == 20);
+  CHECK(s.window_blocks.size() == 20);
+  CHECK(std::count(s.window_blocks.begin(), s.window_blocks.end(), -1) >= 16);
+  CHECK_FALSE(kv.append(s, 1));  // the full pool is exhausted: nothing changes
+  CHECK(s.n_tokens == 80);
+  kv.release(s);
+  CHECK(kv.free_blocks() == 20);
+  CHECK(kv.free_window_blocks() == 4);
+}
+
+TEST_CASE("truncating into positions a windowed layer has dropped is refused", "[kv]") {
+  auto kv = KvCache::create(windowed(256 * 20 + 768 * 4)).value();
+  SequenceKv s;
+  for (int step = 0; step < 6; ++step) REQUIRE(kv.append(s, 4));  // 24 positions; blocks 0.. dropped
+  const SequenceKv before = s;
+  CHECK_FALSE(kv.truncate(s, 4));  // a query at 4 would need positions 0..3, long gone
+  CHECK(s.n_tokens == before.n_tokens);
+  CHECK(s.window_blocks == before.window_blocks);
+  REQUIRE(kv.truncate(s, 22));  // still inside what the window keeps
+  CHECK(s.n_tokens == 22);
+  CHECK(s.blocks.size() == 6);
+  kv.release(s);
+  CHECK(kv.free_blocks() == 20);
+  CHECK(kv.free_window_blocks() == 4);
+}
+
+TEST_CASE("windowed and full layers' views never overlap", "[kv]") {
+  auto kv = KvCache::create(windowed(256 * 5 + 768 * 4)).value();
+  const KvView& v = kv.view();
+  const uint64_t head_bytes = 4 * 8 * 2;
+  std::set<const uint8_t*> starts;
+  for (int l = 0; l < 4; ++l)
+    for (int64_t b = 0; b < v.pool_blocks(l); ++b)
+      for (int h = 0; h < 2; ++h) {
+        starts.insert(v.k_block(l, b, h));
+        starts.insert(v.v_block(l, b, h));
+        CHECK(v.v_block(l, b, h) + head_bytes <= v.k_base + 256 * 5 + 768 * 4);
+      }
+  CHECK(starts.size() == static_cast<size_t>(2 * 2 * (5 + 3 * 4)));
+  CHECK(v.first_visible(0, 20) == 13);
+  CHECK(v.first_visible(3, 20) == 0);
 }

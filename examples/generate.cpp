@@ -1,5 +1,7 @@
 // infer-generate: continues a prompt and streams the generated text (not the prompt) to stdout.
 // Timings go to stderr. See the usage text below.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,6 +24,8 @@ constexpr const char* kUsageHead =
 constexpr const char* kUsageTail =
     "  --stop STR           stop when STR is generated (repeatable; STR is not printed)\n"
     "  --ids                print the generated token ids on one line instead of text\n"
+    "  --top-probs N        for each generated token, print the N most likely ids and their log\n"
+    "                       probabilities to stderr (\"top: ID:LOGP ...\")\n"
     "  --ignore-eos         keep generating past end-of-generation tokens (benchmarks)\n"
     "  --no-parse-special   treat special-token text in the prompt as plain text\n"
     "  --kv-type f16|f32    KV cache element type (default f16)\n";
@@ -36,8 +40,29 @@ struct Options {
   SamplingParams sampling;
   std::vector<std::string> stops;
   bool ids = false, parse_special = true, ignore_eos = false;
+  int top_probs = 0;
   DType kv_type = DType::f16;
 };
+
+// The n most likely tokens of a logits row, with log-softmax values, as one stderr line.
+void print_top(std::span<const float> logits, int n) {
+  std::vector<int32_t> idx(logits.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+  const size_t k = std::min(idx.size(), static_cast<size_t>(n));
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(k), idx.end(),
+                    [&](int32_t a, int32_t b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+  const float max = logits[static_cast<size_t>(idx[0])];
+  double z = 0;
+  for (float l : logits) z += std::exp(static_cast<double>(l - max));
+  const double log_z = std::log(z);
+  std::string line = "top:";
+  char buf[64];
+  for (size_t i = 0; i < k; ++i) {
+    std::snprintf(buf, sizeof buf, " %d:%.5f", idx[i], static_cast<double>(logits[static_cast<size_t>(idx[i])] - max) - log_z);
+    line += buf;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -60,6 +85,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
     else if (a == "--stop") o.stops.push_back(next());
     else if (a == "--ids") o.ids = true;
+    else if (a == "--top-probs") o.top_probs = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 100));
     else if (a == "--ignore-eos") o.ignore_eos = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
@@ -109,6 +135,7 @@ int main(int argc, char** argv) {
 
   const cli::GenerateLimits limits{.max_tokens = o.n_predict, .stop_at_eog = !o.ignore_eos};
   const cli::Generated gen = cli::generate(decoder, sampler, *m.tokenizer, limits, [&](int32_t tok) {
+    if (o.top_probs > 0) print_top(decoder.logits(), o.top_probs);
     if (o.ids) return true;
     auto out = stop->push(detok.push(tok));
     emit(out.text);

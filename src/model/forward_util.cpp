@@ -56,6 +56,61 @@ Status check_batch(const Batch& b, const KvView& kv, int n_layer, int64_t n_voca
   return Status::ok();
 }
 
+Status BatchAttention::plan(const Batch& b, const KvView& kv, const AttentionShape& shape) {
+  shape_ = shape;
+  rows_.clear();
+  n_ctx_.clear();
+  first_window_.clear();
+  group_begin_.clear();
+  group_seq_.clear();
+  const int32_t n = static_cast<int32_t>(b.rows());
+  // Rows of each sequence in batch order (increasing positions), cut into groups.
+  for (int32_t s = 0; s < static_cast<int32_t>(b.sequences.size()); ++s) {
+    int in_group = 0;
+    for (int32_t r = 0; r < n; ++r) {
+      if (b.seq[static_cast<size_t>(r)] != s) continue;
+      if (in_group == 0) {
+        group_begin_.push_back(static_cast<int32_t>(rows_.size()));
+        group_seq_.push_back(s);
+      }
+      const int32_t pos = b.positions[static_cast<size_t>(r)];
+      rows_.push_back(r);
+      n_ctx_.push_back(pos + 1);
+      first_window_.push_back(pos >= kv.sliding_window && kv.sliding_window > 0 ? pos - kv.sliding_window + 1 : 0);
+      in_group = (in_group + 1) % kRowsPerGroup;
+    }
+  }
+  group_begin_.push_back(static_cast<int32_t>(rows_.size()));
+  zeros_.assign(rows_.size(), 0);
+  scratch_stride_ = attention_rows_scratch_floats(shape, kRowsPerGroup);
+  return scratch_.reserve(static_cast<size_t>(scratch_stride_) * group_seq_.size());
+}
+
+void BatchAttention::run(const Batch& b, const KvView& kv, int layer, const float* q, int64_t q_stride, float* out,
+                         int64_t out_stride, ThreadPool& pool) {
+  const bool windowed = kv.is_windowed(layer);
+  float* scratch = scratch_.data();
+  pool.parallel_for(
+      group_seq_.size(),
+      [&](size_t begin, size_t end) {
+        for (size_t g = begin; g < end; ++g) {
+          const int32_t lo = group_begin_[g], hi = group_begin_[g + 1];
+          const BatchSequence& seq = b.sequences[static_cast<size_t>(group_seq_[g])];
+          AttentionRows rows;
+          rows.q = q;
+          rows.q_stride = q_stride;
+          rows.out = out;
+          rows.out_stride = out_stride;
+          rows.rows = rows_.data() + lo;
+          rows.n_ctx = n_ctx_.data() + lo;
+          rows.first = (windowed ? first_window_.data() : zeros_.data()) + lo;
+          rows.n_rows = hi - lo;
+          attention_rows(shape_, kv, layer, seq.table(kv, layer), rows, scratch + static_cast<int64_t>(g) * scratch_stride_);
+        }
+      },
+      1);
+}
+
 uint64_t model_fingerprint(const ModelFile& f) {
   auto fnv1a = [](const uint8_t* p, uint64_t n, uint64_t h) {
     for (uint64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;

@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "core/aligned_buffer.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "format/model_file.hpp"
 #include "infer/status.hpp"
 #include "kv/kv_cache.hpp"
@@ -20,6 +22,27 @@ class Scratch {
 
  private:
   AlignedBuffer buf_;
+};
+
+// Attention for every row of a batch, rows grouped by sequence (up to kRowsPerGroup consecutive
+// rows of one sequence per kernel call, so each K/V tile is converted once per group) and the
+// groups spread over the pool. Each row's result is attention_row's, bit for bit.
+class BatchAttention {
+ public:
+  static constexpr int kRowsPerGroup = 16;
+
+  // Groups the batch's rows; call once per forward step, before run().
+  Status plan(const Batch& b, const KvView& kv, const AttentionShape& shape);
+  // out row r = attention of q row r over its sequence's cache in `layer`.
+  void run(const Batch& b, const KvView& kv, int layer, const float* q, int64_t q_stride, float* out, int64_t out_stride,
+           ThreadPool& pool);
+
+ private:
+  AttentionShape shape_;
+  std::vector<int32_t> rows_, n_ctx_, first_window_, zeros_;  // grouped row order
+  std::vector<int32_t> group_begin_, group_seq_;              // group g: rows_[begin[g], begin[g+1])
+  int64_t scratch_stride_ = 0;
+  Scratch scratch_;
 };
 
 // What a model checks of a batch before touching memory: per-row arrays of one length, token

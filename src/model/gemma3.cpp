@@ -49,7 +49,8 @@ class Gemma3Model final : public Model {
   AlignedBuffer output_norm_;
   std::vector<Layer> layers_;
 
-  Scratch x_, h_, q_, k_, v_, att_, tmp_, g_, u_, rope_global_, rope_local_, attn_scratch_, logits_in_;
+  Scratch x_, h_, q_, k_, v_, att_, tmp_, g_, u_, rope_global_, rope_local_, logits_in_;
+  BatchAttention attention_;
 };
 
 // The sliding-window pattern: attention.sliding_window_pattern as one flag per layer (true =
@@ -202,10 +203,9 @@ Status Gemma3Model::forward(const Batch& b, const KvView& kv, float* logits, Thr
   if (n == 0) return Status::ok();
   const int64_t E = hp_.n_embd, F = hp_.n_ff, hd = hp_.head_dim;
   const int64_t QD = static_cast<int64_t>(hp_.n_head) * hd, KVD = static_cast<int64_t>(hp_.n_kv_heads) * hd;
-  const int64_t att_stride = attention_scratch_floats(hp_.head_dim);
   for (auto [s, size] : {std::pair{&x_, n * E}, {&h_, n * E}, {&q_, n * QD}, {&k_, n * KVD}, {&v_, n * KVD},
                          {&att_, n * QD}, {&tmp_, n * E}, {&g_, n * F}, {&u_, n * F}, {&rope_global_, n * hd},
-                         {&rope_local_, n * hd}, {&attn_scratch_, n * att_stride}, {&logits_in_, n * E}})
+                         {&rope_local_, n * hd}, {&logits_in_, n * E}})
     INFER_RETURN_IF_ERROR(s->reserve(static_cast<size_t>(size)));
   float *x = x_.data(), *h = h_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data(), *att = att_.data();
   float *tmp = tmp_.data(), *g = g_.data(), *u = u_.data();
@@ -225,6 +225,7 @@ Status Gemma3Model::forward(const Batch& b, const KvView& kv, float* logits, Thr
 
   // The query scale is applied to Q itself (as llama.cpp does), so attention scales by 1.
   const AttentionShape shape{hp_.n_head, hp_.n_kv_heads, hp_.head_dim, 1.0f};
+  INFER_RETURN_IF_ERROR(attention_.plan(b, kv, shape));
   for (int l = 0; l < hp_.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const float* cs = L.local ? cs_local : cs_global;
@@ -242,19 +243,7 @@ Status Gemma3Model::forward(const Batch& b, const KvView& kv, float* logits, Thr
       const BatchSequence& seq = b.sequences[static_cast<size_t>(b.seq[static_cast<size_t>(r)])];
       kv_store(kv, l, seq.table(kv, l), b.positions[static_cast<size_t>(r)], kr, v + r * KVD);
     }
-    float* scratch = attn_scratch_.data();
-    pool.parallel_for(
-        static_cast<size_t>(n),
-        [&](size_t begin, size_t end) {
-          for (size_t r = begin; r < end; ++r) {
-            const BatchSequence& seq = b.sequences[static_cast<size_t>(b.seq[r])];
-            const int32_t pos = b.positions[r];
-            attention_row(q + static_cast<int64_t>(r) * QD, shape, kv, l, seq.table(kv, l), pos + 1,
-                          att + static_cast<int64_t>(r) * QD, scratch + static_cast<int64_t>(r) * att_stride,
-                          kv.first_visible(l, pos));
-          }
-        },
-        1);
+    attention_.run(b, kv, l, q, QD, att, QD, pool);
     matmul(L.wo->view, att, n, QD, tmp, E, pool);
     for (int64_t r = 0; r < n; ++r) {
       rms_norm(tmp + r * E, L.post_attn_norm.as<float>(), tmp + r * E, E, hp_.rms_eps);

@@ -45,7 +45,8 @@ class LlamaModel final : public Model {
   std::vector<Layer> layers_;
 
   // Per-step activations, grown on demand.
-  Scratch x_, h_, q_, k_, v_, att_, tmp_, g_, u_, rope_, attn_scratch_, logits_in_;
+  Scratch x_, h_, q_, k_, v_, att_, tmp_, g_, u_, rope_, logits_in_;
+  BatchAttention attention_;
 };
 
 Result<HParams> read_hparams(const ModelFile& f) {
@@ -160,10 +161,9 @@ Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, Thre
   if (n == 0) return Status::ok();
   const int64_t E = hp_.n_embd, F = hp_.n_ff, hd = hp_.head_dim;
   const int64_t QD = static_cast<int64_t>(hp_.n_head) * hd, KVD = static_cast<int64_t>(hp_.n_kv_heads) * hd;
-  const int64_t att_stride = attention_scratch_floats(hp_.head_dim);
   for (auto [s, size] : {std::pair{&x_, n * E}, {&h_, n * E}, {&q_, n * QD}, {&k_, n * KVD}, {&v_, n * KVD},
                          {&att_, n * QD}, {&tmp_, n * E}, {&g_, n * F}, {&u_, n * F}, {&rope_, n * hp_.n_rot},
-                         {&attn_scratch_, n * att_stride}, {&logits_in_, n * E}})
+                         {&logits_in_, n * E}})
     INFER_RETURN_IF_ERROR(s->reserve(static_cast<size_t>(size)));
   float *x = x_.data(), *h = h_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data(), *att = att_.data();
   float *tmp = tmp_.data(), *g = g_.data(), *u = u_.data(), *cs = rope_.data();
@@ -174,6 +174,7 @@ Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, Thre
   for (int64_t r = 0; r < n; ++r) rope_cache(rp, b.positions[static_cast<size_t>(r)], cs + r * hp_.n_rot);
 
   const AttentionShape shape{hp_.n_head, hp_.n_kv_heads, hp_.head_dim, 1.0f / std::sqrt(static_cast<float>(hd))};
+  INFER_RETURN_IF_ERROR(attention_.plan(b, kv, shape));
   for (int l = 0; l < hp_.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     for (int64_t r = 0; r < n; ++r) rms_norm(x + r * E, L.attn_norm.as<float>(), h + r * E, E, hp_.rms_eps);
@@ -186,17 +187,7 @@ Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, Thre
       const auto& seq = b.sequences[static_cast<size_t>(b.seq[static_cast<size_t>(r)])];
       kv_store(kv, l, seq.blocks, b.positions[static_cast<size_t>(r)], k + r * KVD, v + r * KVD);
     }
-    float* scratch = attn_scratch_.data();
-    pool.parallel_for(
-        static_cast<size_t>(n),
-        [&](size_t begin, size_t end) {
-          for (size_t r = begin; r < end; ++r) {
-            const auto& seq = b.sequences[static_cast<size_t>(b.seq[r])];
-            attention_row(q + static_cast<int64_t>(r) * QD, shape, kv, l, seq.blocks, b.positions[r] + 1,
-                          att + static_cast<int64_t>(r) * QD, scratch + static_cast<int64_t>(r) * att_stride);
-          }
-        },
-        1);
+    attention_.run(b, kv, l, q, QD, att, QD, pool);
     matmul(L.wo->view, att, n, QD, tmp, E, pool);
     for (int64_t r = 0; r < n; ++r) add_inplace(x + r * E, tmp + r * E, E);
 

@@ -204,3 +204,47 @@ TEST_CASE("attention_row with a sliding window sees only [first, n_ctx) and neve
     }
   }
 }
+
+TEST_CASE("attention_rows gives every row attention_row's result bit for bit", "[attention]") {
+  for (DType type : {DType::f16, DType::f32}) {
+    const AttentionShape shape{8, 2, 32, 0.17f};  // 4 query heads per KV head
+    Cache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
+    const auto kv = random_floats(cache.k.size() / cache.view.elem_bytes, 8, -2.0f, 2.0f);
+    for (size_t i = 0; i < kv.size(); ++i) {
+      if (type == DType::f32) {
+        std::memcpy(&cache.k[4 * i], &kv[i], 4);
+        std::memcpy(&cache.v[4 * i], &kv[kv.size() - 1 - i], 4);
+      } else {
+        const uint16_t kh = f32_to_f16(kv[i]), vh = f32_to_f16(kv[kv.size() - 1 - i]);
+        std::memcpy(&cache.k[2 * i], &kh, 2);
+        std::memcpy(&cache.v[2 * i], &vh, 2);
+      }
+    }
+    const int64_t width = shape.n_head * shape.head_dim;
+    const int n_rows = 9;
+    const auto q = random_floats(static_cast<size_t>(n_rows * width), 9, -1.0f, 1.0f);
+    // Rows out of order, contexts across tile boundaries, some with a sliding window.
+    const std::vector<int32_t> rows = {3, 0, 7, 1, 8, 2, 6, 4, 5};
+    const std::vector<int32_t> n_ctx = {1, 20, 64, 65, 100, 129, 150, 200, 224};
+    const std::vector<int32_t> first = {0, 0, 10, 33, 0, 97, 120, 150, 193};
+    std::vector<float> out(static_cast<size_t>(n_rows * width)), one(static_cast<size_t>(width));
+    std::vector<float> scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, n_rows)));
+    AttentionRows ar;
+    ar.q = q.data();
+    ar.q_stride = width;
+    ar.out = out.data();
+    ar.out_stride = width;
+    ar.rows = rows.data();
+    ar.n_ctx = n_ctx.data();
+    ar.first = first.data();
+    ar.n_rows = n_rows;
+    attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data());
+    std::vector<float> single(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
+    for (int j = 0; j < n_rows; ++j) {
+      attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
+                    n_ctx[static_cast<size_t>(j)], one.data(), single.data(), first[static_cast<size_t>(j)]);
+      INFO(dtype_name(type) << " row " << j);
+      REQUIRE(std::memcmp(one.data(), out.data() + rows[static_cast<size_t>(j)] * width, one.size() * 4) == 0);
+    }
+  }
+}

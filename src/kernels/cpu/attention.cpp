@@ -109,4 +109,106 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
   }
 }
 
+int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept {
+  const int64_t hd = shape.head_dim, group = shape.n_head / std::max(1, shape.n_kv_heads);
+  // K tile (transposed), one V row, and per (row, head): accumulator, probabilities, m and sum.
+  return kTile * hd + hd + static_cast<int64_t>(n_rows) * group * (hd + kTile + 2);
+}
+
+void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
+                    const AttentionRows& rows, float* scratch) noexcept {
+  const int hd = shape.head_dim;
+  const int group = shape.n_head / shape.n_kv_heads;
+  const int n_rows = rows.n_rows;
+  const int n_states = n_rows * group;
+  const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
+  float* kt = scratch;             // kt[i * kTile + t]
+  float* vrow = kt + kTile * hd;   // one V row
+  float* acc = vrow + hd;          // [n_states][hd]
+  float* prob = acc + static_cast<int64_t>(n_states) * hd;  // [n_states][kTile]
+  float* m = prob + static_cast<int64_t>(n_states) * kTile;  // [n_states]
+  float* sum = m + n_states;                                 // [n_states]
+  auto load = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos, float* dst) {
+    load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, dst);
+  };
+  int32_t lo_all = INT32_MAX, hi_all = 0;  // positions some row sees
+  for (int j = 0; j < n_rows; ++j) {
+    lo_all = std::min(lo_all, rows.first[j]);
+    hi_all = std::max(hi_all, rows.n_ctx[j]);
+  }
+  for (int kvh = 0; kvh < shape.n_kv_heads; ++kvh) {
+    for (int s = 0; s < n_states; ++s) {
+      m[s] = -INFINITY;
+      sum[s] = 0.0f;
+      std::fill(acc + static_cast<int64_t>(s) * hd, acc + static_cast<int64_t>(s + 1) * hd, 0.0f);
+    }
+    for (int32_t t0 = lo_all / kTile * kTile; t0 < hi_all; t0 += kTile) {
+      // The tile's keys any row sees (others stay 0: every row masks them).
+      const int n_all = std::min<int32_t>(kTile, hi_all - t0);
+      const int lo_tile = std::max<int32_t>(0, lo_all - t0);
+      for (int t = 0; t < kTile; ++t) {
+        const bool needed = t >= lo_tile && t < n_all;
+        if (needed) load(&KvView::k_block, kvh, t0 + t, vrow);
+        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = needed ? vrow[i] : 0.0f;
+      }
+      for (int j = 0; j < n_rows; ++j) {
+        const int32_t first = rows.first[j], n_ctx = rows.n_ctx[j];
+        if (t0 >= n_ctx || t0 + kTile <= first / kTile * kTile) continue;  // tile outside this row's range
+        const int n = std::min<int32_t>(kTile, n_ctx - t0);
+        const int lo = std::max<int32_t>(0, first - t0);
+        for (int g = 0; g < group; ++g) {
+          const int s = j * group + g;
+          const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
+          float* p = prob + static_cast<int64_t>(s) * kTile;
+          float* a = acc + static_cast<int64_t>(s) * hd;
+          for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
+          for (int i = 0; i < hd; ++i)
+            for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
+          float tile_max = -INFINITY;
+          for (int t = lo; t < n; ++t) {
+            p[t] *= shape.scale;
+            tile_max = std::max(tile_max, p[t]);
+          }
+          const float m_new = std::fmax(m[s], tile_max);
+          if (m_new > m[s]) {
+            const float rescale = std::exp(m[s] - m_new);
+            for (int i = 0; i < hd; ++i) a[i] *= rescale;
+            sum[s] *= rescale;
+          }
+          m[s] = m_new;
+          for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m_new) : 0.0f;
+          double tile_sum = 0.0;
+          for (int q8 = 0; q8 < kTile; q8 += 8) {
+            const float* l = p + q8;
+            tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
+          }
+          sum[s] = static_cast<float>(static_cast<double>(sum[s]) + tile_sum);
+        }
+      }
+      // Values: each row loaded once, added into every (row, head) that sees it, in position order.
+      for (int t = lo_tile; t < n_all; ++t) {
+        const int32_t pos = t0 + t;
+        load(&KvView::v_block, kvh, pos, vrow);
+        for (int j = 0; j < n_rows; ++j) {
+          if (pos < rows.first[j] || pos >= rows.n_ctx[j]) continue;
+          for (int g = 0; g < group; ++g) {
+            const int s = j * group + g;
+            const float w = prob[static_cast<int64_t>(s) * kTile + t];
+            float* a = acc + static_cast<int64_t>(s) * hd;
+            for (int i = 0; i < hd; ++i) a[i] = std::fma(vrow[i], w, a[i]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < n_rows; ++j)
+      for (int g = 0; g < group; ++g) {
+        const int s = j * group + g;
+        const float inv = sum[s] == 0.0f ? 0.0f : 1.0f / sum[s];
+        float* o = rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(kvh * group + g) * hd;
+        const float* a = acc + static_cast<int64_t>(s) * hd;
+        for (int i = 0; i < hd; ++i) o[i] = a[i] * inv;
+      }
+  }
+}
+
 }  // namespace infer

@@ -39,6 +39,25 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
                    std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch,
                    int32_t first = 0) noexcept;
 
+// The same computation for several query rows of one sequence at once, every row's result
+// bit-identical to attention_row's: each K/V tile is loaded (and converted) once for all rows and
+// all query heads that share a KV head, instead of once per row and head. Row j reads its query
+// at q + rows[j] * q_stride, sees positions [first[j], n_ctx[j]) and writes out + rows[j] *
+// out_stride. `scratch` holds attention_rows_scratch_floats(shape, n_rows).
+struct AttentionRows {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  const int32_t* rows = nullptr;   // n_rows row indices
+  const int32_t* n_ctx = nullptr;  // per row
+  const int32_t* first = nullptr;  // per row (first visible position)
+  int n_rows = 0;
+};
+int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept;
+void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
+                    const AttentionRows& rows, float* scratch) noexcept;
+
 // Stores one token's K and V (n_kv_heads * head_dim floats each) at `pos` of a sequence.
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,
               const float* v) noexcept;

@@ -77,12 +77,13 @@ void ThreadPool::worker_main(int) {
       if (stop_) return;
       job = job_;
       if (!job) continue;
-      ++busy_workers_;
+      busy_workers_.fetch_add(1, std::memory_order_relaxed);
     }
     run_chunks(*job);
-    {
+    if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller spins on the count first and sleeps only after that; wake it if it does.
       std::lock_guard lock(mutex_);
-      if (--busy_workers_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -115,9 +116,15 @@ void ThreadPool::parallel_for(size_t n, FunctionRef<void(size_t, size_t)> fn, si
   run_chunks(job);
   {
     // Workers that have not picked the job up yet must not see it after we return.
-    std::unique_lock lock(mutex_);
+    std::lock_guard lock(mutex_);
     job_ = nullptr;
-    done_.wait(lock, [&] { return busy_workers_ == 0; });
+  }
+  // The workers still inside the job finish within microseconds, typically: spin before sleeping
+  // (a sleep and wake-up costs tens of microseconds, once per operation of every layer).
+  for (int i = 0; i < kSpinIterations && busy_workers_.load(std::memory_order_acquire) != 0; ++i) INFER_CPU_RELAX();
+  if (busy_workers_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return busy_workers_.load(std::memory_order_acquire) == 0; });
   }
   if (job.error) std::rethrow_exception(job.error);
 }

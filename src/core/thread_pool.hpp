@@ -55,7 +55,7 @@ class ThreadPool {
   std::condition_variable done_;
   std::atomic<uint64_t> generation_{0};
   Job* job_ = nullptr;     // guarded by mutex_ for publication
-  int busy_workers_ = 0;   // workers still inside the current job; guarded by mutex_
+  std::atomic<int> busy_workers_{0};  // workers inside the current job (joined under mutex_)
   bool stop_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "model/forward_util.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "core/status_macros.hpp"
@@ -56,8 +57,9 @@ Status check_batch(const Batch& b, const KvView& kv, int n_layer, int64_t n_voca
   return Status::ok();
 }
 
-Status BatchAttention::plan(const Batch& b, const KvView& kv, const AttentionShape& shape) {
+Status BatchAttention::plan(const Batch& b, const KvView& kv, const AttentionShape& shape, int threads) {
   shape_ = shape;
+  threads_hint_ = std::max(1, threads);
   rows_.clear();
   n_ctx_.clear();
   first_window_.clear();
@@ -83,17 +85,32 @@ Status BatchAttention::plan(const Batch& b, const KvView& kv, const AttentionSha
   group_begin_.push_back(static_cast<int32_t>(rows_.size()));
   zeros_.assign(rows_.size(), 0);
   scratch_stride_ = attention_rows_scratch_floats(shape, kRowsPerGroup);
-  return scratch_.reserve(static_cast<size_t>(scratch_stride_) * group_seq_.size());
+  // Few row groups (decoding a few sequences): split each group's heads into parts as well, so
+  // that every thread has work. Parts follow KV heads first, so K/V tiles stay shared.
+  const int n_groups = static_cast<int>(group_seq_.size());
+  head_parts_ = 1;
+  if (n_groups < threads_hint_) {
+    // The fewest parts that give every thread a task; whole KV heads per part when possible.
+    const int want = (threads_hint_ + n_groups - 1) / n_groups;
+    int best = 0;
+    for (int p = want; p <= shape.n_head && best == 0; ++p)
+      if (shape.n_kv_heads % p == 0 || (p % shape.n_kv_heads == 0 && shape.n_head % p == 0)) best = p;
+    head_parts_ = best > 0 ? best : 1;
+  }
+  return scratch_.reserve(static_cast<size_t>(scratch_stride_) * static_cast<size_t>(n_groups * head_parts_));
 }
 
 void BatchAttention::run(const Batch& b, const KvView& kv, int layer, const float* q, int64_t q_stride, float* out,
                          int64_t out_stride, ThreadPool& pool) {
   const bool windowed = kv.is_windowed(layer);
   float* scratch = scratch_.data();
+  const int parts = head_parts_, heads_per_part = shape_.n_head / parts;
   pool.parallel_for(
-      group_seq_.size(),
+      group_seq_.size() * static_cast<size_t>(parts),
       [&](size_t begin, size_t end) {
-        for (size_t g = begin; g < end; ++g) {
+        for (size_t task = begin; task < end; ++task) {
+          const size_t g = task / static_cast<size_t>(parts);
+          const int part = static_cast<int>(task % static_cast<size_t>(parts));
           const int32_t lo = group_begin_[g], hi = group_begin_[g + 1];
           const BatchSequence& seq = b.sequences[static_cast<size_t>(group_seq_[g])];
           AttentionRows rows;
@@ -105,7 +122,8 @@ void BatchAttention::run(const Batch& b, const KvView& kv, int layer, const floa
           rows.n_ctx = n_ctx_.data() + lo;
           rows.first = (windowed ? first_window_.data() : zeros_.data()) + lo;
           rows.n_rows = hi - lo;
-          attention_rows(shape_, kv, layer, seq.table(kv, layer), rows, scratch + static_cast<int64_t>(g) * scratch_stride_);
+          attention_rows(shape_, kv, layer, seq.table(kv, layer), rows, scratch + static_cast<int64_t>(task) * scratch_stride_,
+                         part * heads_per_part, (part + 1) * heads_per_part);
         }
       },
       1);

@@ -31,8 +31,8 @@ class BatchAttention {
  public:
   static constexpr int kRowsPerGroup = 16;
 
-  // Groups the batch's rows; call once per forward step, before run().
-  Status plan(const Batch& b, const KvView& kv, const AttentionShape& shape);
+  // Groups the batch's rows; call once per forward step, before run(). `threads`: the pool's size.
+  Status plan(const Batch& b, const KvView& kv, const AttentionShape& shape, int threads);
   // out row r = attention of q row r over its sequence's cache in `layer`.
   void run(const Batch& b, const KvView& kv, int layer, const float* q, int64_t q_stride, float* out, int64_t out_stride,
            ThreadPool& pool);
@@ -42,6 +42,7 @@ class BatchAttention {
   std::vector<int32_t> rows_, n_ctx_, first_window_, zeros_;  // grouped row order
   std::vector<int32_t> group_begin_, group_seq_;              // group g: rows_[begin[g], begin[g+1])
   int64_t scratch_stride_ = 0;
+  int head_parts_ = 1, threads_hint_ = 1;  // query heads of a group split in head_parts_ tasks
   Scratch scratch_;
 };
 

@@ -225,7 +225,7 @@ Status Gemma3Model::forward(const Batch& b, const KvView& kv, float* logits, Thr
 
   // The query scale is applied to Q itself (as llama.cpp does), so attention scales by 1.
   const AttentionShape shape{hp_.n_head, hp_.n_kv_heads, hp_.head_dim, 1.0f};
-  INFER_RETURN_IF_ERROR(attention_.plan(b, kv, shape));
+  INFER_RETURN_IF_ERROR(attention_.plan(b, kv, shape, pool.size()));
   for (int l = 0; l < hp_.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const float* cs = L.local ? cs_local : cs_global;

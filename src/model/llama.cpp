@@ -174,7 +174,7 @@ Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, Thre
   for (int64_t r = 0; r < n; ++r) rope_cache(rp, b.positions[static_cast<size_t>(r)], cs + r * hp_.n_rot);
 
   const AttentionShape shape{hp_.n_head, hp_.n_kv_heads, hp_.head_dim, 1.0f / std::sqrt(static_cast<float>(hd))};
-  INFER_RETURN_IF_ERROR(attention_.plan(b, kv, shape));
+  INFER_RETURN_IF_ERROR(attention_.plan(b, kv, shape, pool.size()));
   for (int l = 0; l < hp_.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     for (int64_t r = 0; r < n; ++r) rms_norm(x + r * E, L.attn_norm.as<float>(), h + r * E, E, hp_.rms_eps);

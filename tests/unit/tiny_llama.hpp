@@ -17,6 +17,10 @@ struct TinyLlama {
   bool tied = false;
   bool rope_factors = false;        // write rope_freqs.weight (Llama 3 style)
   uint64_t seed = 1;
+  // Gemma 3 shape instead (write() with gemma3 = true): per-head Q/K norms, post norms, tied
+  // output, and layers 0-4 of every 6 local with this sliding window (0: none).
+  bool gemma3 = false;
+  int sliding_window = 0;
   // Deliberate defects.
   std::string architecture = "llama";
   std::string skip_tensor;           // leave this tensor out
@@ -26,6 +30,7 @@ struct TinyLlama {
   std::vector<std::vector<float>> store;  // weight data, kept alive for the writer
 
   std::vector<uint8_t> write() {
+    if (gemma3 && architecture == "llama") architecture = "gemma3";
     gguf::Writer w;
     Metadata& md = w.metadata();
     md.set("general.architecture", architecture);
@@ -38,12 +43,13 @@ struct TinyLlama {
     md.set(a + "attention.head_count_kv", uint32_t(n_kv_heads));
     md.set(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     md.set(a + "rope.freq_base", rope_base);
+    if (gemma3 && sliding_window > 0) md.set(a + "attention.sliding_window", uint32_t(sliding_window));
     if (rope_linear_factor > 0) {
       md.set(a + "rope.scaling.type", "linear");
       md.set(a + "rope.scaling.factor", rope_linear_factor);
     }
     std::vector<std::string> tokens;
-    for (int i = 0; i < n_vocab + extra_vocab_tokens; ++i) tokens.push_back("t" + std::to_string(i));
+    for (int i = 0; i < n_vocab + extra_vocab_tokens; ++i) tokens.push_back(std::string("t").append(std::to_string(i)));
     md.set("tokenizer.ggml.model", "llama");
     md.set("tokenizer.ggml.tokens", Array::of_strings(tokens));
 
@@ -70,13 +76,19 @@ struct TinyLlama {
       add(p + "attn_k.weight", {n_embd, kv}, 0.0f, 0.3f);
       add(p + "attn_v.weight", {n_embd, kv}, 0.0f, 0.3f);
       add(p + "attn_output.weight", {n_embd, n_embd}, 0.0f, 0.2f);
+      if (gemma3) {
+        add(p + "attn_q_norm.weight", {hd}, 1.0f, 0.2f);
+        add(p + "attn_k_norm.weight", {hd}, 1.0f, 0.2f);
+        add(p + "post_attention_norm.weight", {n_embd}, 1.0f, 0.2f);
+        add(p + "post_ffw_norm.weight", {n_embd}, 1.0f, 0.2f);
+      }
       add(p + "ffn_norm.weight", {n_embd}, 1.0f, 0.2f);
       add(p + "ffn_gate.weight", {n_embd, n_ff}, 0.0f, 0.2f);
       add(p + "ffn_up.weight", {n_embd, n_ff}, 0.0f, 0.2f);
       add(p + "ffn_down.weight", {n_ff, n_embd}, 0.0f, 0.2f);
     }
     add("output_norm.weight", {n_embd}, 1.0f, 0.2f);
-    if (!tied) add("output.weight", {n_embd, n_vocab}, 0.0f, 0.3f);
+    if (!tied && !gemma3) add("output.weight", {n_embd, n_vocab}, 0.0f, 0.3f);
     if (rope_factors) add("rope_freqs.weight", {hd / 2}, 2.0f, 0.5f);
     return w.write_to_memory().value();
   }

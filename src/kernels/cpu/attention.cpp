@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "core/half.hpp"
 #include "kernels/cpu/exp_approx.hpp"
 
@@ -14,13 +18,19 @@ namespace {
 // is updated, so they are part of the result.
 constexpr int kTile = 64;
 
-// Loads head_dim elements of a cache row as floats.
+// Loads head_dim elements of a cache row as floats (the F16 conversion is exact, so the F16C
+// instruction, where the build has it, gives the same values as the scalar conversion).
 inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept {
   if (kv.kv_type == DType::f32) {
     std::memcpy(dst, row, static_cast<size_t>(kv.head_dim) * 4);
   } else {
     const auto* h = reinterpret_cast<const uint16_t*>(row);
-    for (int i = 0; i < kv.head_dim; ++i) dst[i] = f16_to_f32(h[i]);
+    int i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= kv.head_dim; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#endif
+    for (; i < kv.head_dim; ++i) dst[i] = f16_to_f32(h[i]);
   }
 }
 
@@ -116,9 +126,10 @@ int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) n
 }
 
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
-                    const AttentionRows& rows, float* scratch) noexcept {
+                    const AttentionRows& rows, float* scratch, int head_begin, int head_end) noexcept {
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_kv_heads;
+  if (head_end < 0) head_end = shape.n_head;
   const int n_rows = rows.n_rows;
   const int n_states = n_rows * group;
   const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
@@ -136,7 +147,9 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
     lo_all = std::min(lo_all, rows.first[j]);
     hi_all = std::max(hi_all, rows.n_ctx[j]);
   }
-  for (int kvh = 0; kvh < shape.n_kv_heads; ++kvh) {
+  for (int kvh = head_begin / group; kvh * group < head_end; ++kvh) {
+    // This KV head's query heads within [head_begin, head_end).
+    const int g_lo = std::max(0, head_begin - kvh * group), g_hi = std::min(group, head_end - kvh * group);
     for (int s = 0; s < n_states; ++s) {
       m[s] = -INFINITY;
       sum[s] = 0.0f;
@@ -156,7 +169,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
         if (t0 >= n_ctx || t0 + kTile <= first / kTile * kTile) continue;  // tile outside this row's range
         const int n = std::min<int32_t>(kTile, n_ctx - t0);
         const int lo = std::max<int32_t>(0, first - t0);
-        for (int g = 0; g < group; ++g) {
+        for (int g = g_lo; g < g_hi; ++g) {
           const int s = j * group + g;
           const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
           float* p = prob + static_cast<int64_t>(s) * kTile;
@@ -191,7 +204,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
         load(&KvView::v_block, kvh, pos, vrow);
         for (int j = 0; j < n_rows; ++j) {
           if (pos < rows.first[j] || pos >= rows.n_ctx[j]) continue;
-          for (int g = 0; g < group; ++g) {
+          for (int g = g_lo; g < g_hi; ++g) {
             const int s = j * group + g;
             const float w = prob[static_cast<int64_t>(s) * kTile + t];
             float* a = acc + static_cast<int64_t>(s) * hd;
@@ -201,7 +214,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
       }
     }
     for (int j = 0; j < n_rows; ++j)
-      for (int g = 0; g < group; ++g) {
+      for (int g = g_lo; g < g_hi; ++g) {
         const int s = j * group + g;
         const float inv = sum[s] == 0.0f ? 0.0f : 1.0f / sum[s];
         float* o = rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(kvh * group + g) * hd;

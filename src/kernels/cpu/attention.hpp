@@ -43,7 +43,9 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
 // bit-identical to attention_row's: each K/V tile is loaded (and converted) once for all rows and
 // all query heads that share a KV head, instead of once per row and head. Row j reads its query
 // at q + rows[j] * q_stride, sees positions [first[j], n_ctx[j]) and writes out + rows[j] *
-// out_stride. `scratch` holds attention_rows_scratch_floats(shape, n_rows).
+// out_stride. `scratch` holds attention_rows_scratch_floats(shape, n_rows). Only query heads
+// [head_begin, head_end) are computed (head_end < 0: all), so that heads can be spread over
+// threads when there are few rows.
 struct AttentionRows {
   const float* q = nullptr;
   int64_t q_stride = 0;
@@ -56,7 +58,7 @@ struct AttentionRows {
 };
 int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept;
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
-                    const AttentionRows& rows, float* scratch) noexcept;
+                    const AttentionRows& rows, float* scratch, int head_begin = 0, int head_end = -1) noexcept;
 
 // Stores one token's K and V (n_kv_heads * head_dim floats each) at `pos` of a sequence.
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,

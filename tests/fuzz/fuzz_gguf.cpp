@@ -1,11 +1,16 @@
 // libFuzzer target for the GGUF reader. Any input must give either a ModelFile whose tensor views
 // lie inside the input, or a failed Status with a message — never a crash, a sanitizer report,
-// a hang, or an allocation out of proportion to the input (run with -malloc_limit_mb).
+// a hang, or an allocation out of proportion to the input (run with -malloc_limit_mb). Whatever
+// parses also goes through the tokenizer loader (SentencePiece or byte-level BPE vocabularies,
+// merges, pre-tokenizer names) and the chat-template detection, which must succeed or fail
+// cleanly; a tokenizer that loads encodes and decodes text.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
 #include "format/gguf.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = infer::MappedFile::from_bytes({data, size}, "fuzz.gguf");
@@ -29,5 +34,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)infer::value_to_string(e.value);
     (void)infer::value_to_json(e.value, 16);
   }
+  auto tok = infer::load_tokenizer(*mf);
+  if (!tok.ok() && tok.status().message().empty()) std::abort();
+  if (tok.ok()) {
+    const std::string_view text = "Hello <|im_start|>user\n  world 123 \xC3\xA9\xE4\xB8\xAD\xFF!";
+    for (bool special : {false, true}) {
+      auto ids = (*tok)->encode(text, special, special);
+      if (!ids.ok() && ids.status().message().empty()) std::abort();
+      if (ids.ok()) (void)(*tok)->decode(*ids);
+    }
+  }
+  auto tmpl = infer::ChatTemplate::for_model(mf->metadata());
+  if (!tmpl.ok() && tmpl.status().message().empty()) std::abort();
   return 0;
 }

@@ -60,4 +60,6 @@ for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(data)
 shutil.copy("tests/data/gguf/llama-written.gguf", os.path.join(out, "llama-written.gguf"))
-print(f"wrote {len(seeds) + 1} seeds to {out}")
+# A byte-level BPE vocabulary (merges, pre-tokenizer, special tokens) for the tokenizer loader.
+shutil.copy("tests/data/tokenizer/bpe-llama-bpe.gguf", os.path.join(out, "bpe-vocab.gguf"))
+print(f"wrote {len(seeds) + 2} seeds to {out}")

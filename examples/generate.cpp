@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cli_common.hpp"
+#include "format/metadata.hpp"
+#include "infer/engine.hpp"
 #include "core/timer.hpp"
 #include "sample/stop_strings.hpp"
 
@@ -16,7 +18,12 @@ using namespace infer;
 
 constexpr const char* kTool = "infer-generate";
 constexpr const char* kUsageHead =
-    "usage: infer-generate -m MODEL (-p PROMPT | -f PROMPT_FILE) [options]\n"
+    "usage: infer-generate -m MODEL (-p PROMPT | -f PROMPT_FILE | --prompts FILE) [options]\n"
+    "  --prompts FILE       each line of FILE is one prompt; all run at once in one engine\n"
+    "                       (continuous batching); prints one JSON object per line, in input order\n"
+    "  engine knobs with --prompts: --max-batch-tokens N (512), --max-sequences N (16),\n"
+    "                       --kv-cache-mb N (256), --block-size N (16), --no-prefix-cache,\n"
+    "                       --batch-wait-ms T (0), --max-waiting N (1024), --stats (engine stats to stderr)\n"
     "  -n N                 tokens to generate (default -1: until end of generation or context)\n"
     "  -c N                 context size in tokens (default: the model's, at most 4096)\n"
     "  -b N                 prompt tokens per forward step (default 512)\n"
@@ -41,6 +48,9 @@ struct Options {
   std::vector<std::string> stops;
   bool ids = false, parse_special = true, ignore_eos = false;
   int top_probs = 0;
+  std::string prompts_file;
+  EngineConfig engine;
+  bool stats = false;
   DType kv_type = DType::f16;
 };
 
@@ -87,6 +97,15 @@ Options parse(int argc, char** argv) {
     else if (a == "--ids") o.ids = true;
     else if (a == "--top-probs") o.top_probs = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 100));
     else if (a == "--ignore-eos") o.ignore_eos = true;
+    else if (a == "--prompts") { o.prompts_file = next(); have_prompt = true; }
+    else if (a == "--max-batch-tokens") o.engine.max_batch_tokens = integer(1, 1 << 20);
+    else if (a == "--max-sequences") o.engine.max_sequences = static_cast<int>(integer(1, 4096));
+    else if (a == "--kv-cache-mb") o.engine.kv_cache_bytes = static_cast<uint64_t>(integer(1, 1 << 20)) << 20;
+    else if (a == "--block-size") o.engine.block_size = static_cast<int>(integer(1, 4096));
+    else if (a == "--no-prefix-cache") o.engine.prefix_cache = false;
+    else if (a == "--batch-wait-ms") o.engine.batch_wait_ms = cli::parse_double(kTool, kUsage, a, next(), 0, 1e6);
+    else if (a == "--max-waiting") o.engine.max_waiting = static_cast<int>(integer(0, 1 << 30));
+    else if (a == "--stats") o.stats = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
@@ -95,7 +114,7 @@ Options parse(int argc, char** argv) {
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
   }
   o.model = cli::model_or_default(kTool, o.model, kUsage);
-  if (!have_prompt) cli::usage_error(kTool, "a prompt is required (-p or -f)", kUsage);
+  if (!have_prompt) cli::usage_error(kTool, "a prompt is required (-p, -f or --prompts)", kUsage);
   if (Status s = o.sampling.validate(); !s.is_ok()) cli::usage_error(kTool, s.message(), kUsage);
   return o;
 }
@@ -108,8 +127,94 @@ void emit(const std::string& text) {
 
 }  // namespace
 
+// --prompts: every line one request, all submitted at once to one Engine.
+int run_prompts(const Options& o) {
+  std::vector<std::string> prompts;
+  {
+    const std::string all = cli::read_text_file(kTool, o.prompts_file);
+    size_t start = 0;
+    while (start < all.size()) {
+      size_t end = all.find('\n', start);
+      if (end == std::string::npos) end = all.size();
+      std::string line = all.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) prompts.push_back(std::move(line));
+      start = end + 1;
+    }
+  }
+  if (prompts.empty()) cli::fail(kTool, o.prompts_file + ": no prompts");
+  EngineConfig config = o.engine;
+  config.threads = o.threads;
+  config.kv_f32 = o.kv_type == DType::f32;
+  config.max_context = o.n_ctx;
+  config.max_waiting = std::max<int>(config.max_waiting, static_cast<int>(prompts.size()));
+  auto engine = Engine::create(o.model, config);
+  if (!engine.ok()) cli::fail(kTool, engine.status().message());
+  GenerationParams gp;
+  gp.max_tokens = o.n_predict;
+  gp.temperature = o.sampling.temperature;
+  gp.top_k = o.sampling.top_k;
+  gp.top_p = o.sampling.top_p;
+  gp.min_p = o.sampling.min_p;
+  gp.repeat_penalty = o.sampling.repeat_penalty;
+  gp.repeat_last_n = o.sampling.repeat_last_n;
+  gp.frequency_penalty = o.sampling.frequency_penalty;
+  gp.presence_penalty = o.sampling.presence_penalty;
+  gp.seed = o.sampling.seed;
+  gp.stop = o.stops;
+  gp.ignore_eos = o.ignore_eos;
+  std::vector<Result<RequestId>> ids;
+  for (const std::string& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.params = gp;
+    ids.push_back((*engine)->submit(std::move(r)));
+  }
+  int status = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string line = "{\"index\": " + std::to_string(i);
+    if (!ids[i].ok()) {
+      line += ", \"error\": " + json_quote(ids[i].status().message()) + ", \"finish_reason\": \"error\"}\n";
+      emit(line);
+      status = 1;
+      continue;
+    }
+    auto done = (*engine)->wait(*ids[i]);
+    if (!done.ok()) cli::fail(kTool, done.status().message());
+    const Completion& c = *done;
+    char num[256];
+    line += ", \"text\": " + json_quote(c.text) + ", \"ids\": [";
+    for (size_t k = 0; k < c.ids.size(); ++k) line += (k ? ", " : "") + std::to_string(c.ids[k]);
+    std::snprintf(num, sizeof num, "], \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"ttft_ms\": %.3f, \"tpot_ms\": %.3f, ",
+                  static_cast<long long>(c.metrics.prompt_tokens), static_cast<long long>(c.metrics.cached_tokens), c.metrics.ttft_ms,
+                  c.metrics.tpot_ms);
+    line += num;
+    line += "\"finish_reason\": \"" + std::string(finish_reason_name(c.reason)) + "\"";
+    if (!c.status.is_ok()) {
+      line += ", \"error\": " + json_quote(c.status.message());
+      status = 1;
+    }
+    emit(line + "}\n");
+  }
+  const EngineStats st = (*engine)->stats();
+  std::fprintf(stderr,
+               "%s: %zu requests | prompt %lld tokens (%lld from the prefix cache), generated %lld tokens in %.1f s: "
+               "%.2f tokens/s | TTFT p50 %.1f ms, p95 %.1f ms | TPOT p50 %.2f ms | preemptions %lld\n",
+               kTool, prompts.size(), static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.cached_prompt_tokens),
+               static_cast<long long>(st.generated_tokens), st.uptime_s, st.generated_tokens_per_s, st.ttft_ms.p50, st.ttft_ms.p95,
+               st.tpot_ms.p50, static_cast<long long>(st.preemptions));
+  if (o.stats)
+    std::fprintf(stderr, "%s: steps %lld | time: tokenize %.1f ms, schedule %.1f ms, forward %.1f ms, sample %.1f ms, "
+                 "detokenize %.1f ms | KV blocks %lld total, %lld cached, %lld free\n",
+                 kTool, static_cast<long long>(st.steps), st.tokenize_ms, st.schedule_ms, st.forward_ms, st.sample_ms,
+                 st.detokenize_ms, static_cast<long long>(st.kv_blocks_total), static_cast<long long>(st.kv_blocks_cached),
+                 static_cast<long long>(st.kv_blocks_free));
+  return status;
+}
+
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (!o.prompts_file.empty()) return run_prompts(o);
   cli::LoadedModel m = cli::load(kTool, o.model);
 
   auto prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, o.parse_special);

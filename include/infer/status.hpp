@@ -63,6 +63,9 @@ inline Status malformed_file(std::string m) { return {StatusCode::malformed_file
 inline Status unsupported(std::string m) { return {StatusCode::unsupported, std::move(m)}; }
 inline Status out_of_memory(std::string m) { return {StatusCode::out_of_memory, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {StatusCode::out_of_range, std::move(m)}; }
+inline Status overloaded(std::string m) { return {StatusCode::overloaded, std::move(m)}; }
+inline Status cancelled(std::string m) { return {StatusCode::cancelled, std::move(m)}; }
+inline Status deadline_exceeded(std::string m) { return {StatusCode::deadline_exceeded, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::internal, std::move(m)}; }
 
 // Either a value or a failed Status. Constructing it from an ok Status is a bug.

@@ -1,0 +1,193 @@
+// The Engine: libinfer's public C++ API for serving many requests at once in-process.
+//
+// An Engine owns a model file, its tokenizer, a paged KV cache with automatic prefix caching, a
+// continuous-batching scheduler and one worker thread that runs the steps (docs/engine.md).
+// Every method is thread-safe; any number of host threads may submit, read, wait and cancel.
+//
+//   auto engine = infer::Engine::create("model.gguf", infer::EngineConfig{});
+//   infer::Request req;
+//   req.prompt = "Once upon a time";
+//   req.params.max_tokens = 64;
+//   auto done = (*engine)->generate(std::move(req));        // blocking convenience
+//   // or: id = submit(...); then on_event callbacks, read(id) for deltas, wait(id) for the end
+//
+// Requests run through the step of ARCHITECTURE.md: each step packs the decode rows of running
+// sequences and chunks of waiting prompts under max_batch_tokens, runs one forward pass over all
+// of them, samples, streams the text deltas and retires finished sequences. A row's result never
+// depends on its batch, so greedy output is the same alone, batched, chunked, preempted or served
+// from the prefix cache.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "infer/export.h"
+#include "infer/status.hpp"
+
+namespace infer {
+
+// The knobs (docs/tuning.md explains how to choose each).
+struct EngineConfig {
+  int threads = 0;                     // compute threads; 0 = all cores
+  int64_t max_batch_tokens = 512;      // rows of one step: decodes + prefill chunks
+  int max_sequences = 16;              // running sequences at most
+  int max_waiting = 1024;              // queued requests at most; submit fails "overloaded" beyond
+  double batch_wait_ms = 0.0;          // an idle engine waits this long for more requests to batch
+  uint64_t kv_cache_bytes = 256ull << 20;  // KV block pool, allocated once
+  int block_size = 16;                 // tokens per KV block
+  bool kv_f32 = false;                 // F32 instead of F16 K/V
+  int64_t max_context = 0;             // longest sequence (prompt + output); 0 = the model's, at most 4096
+  bool prefix_cache = true;            // reuse the KV of identical prompt prefixes across requests
+  double price_per_hour = 0.0;         // machine cost, for stats().cost_per_million_tokens
+  int metrics_window = 1000;           // finished requests the latency percentiles look at
+};
+
+// How to generate (defaults: llama.cpp's sampling defaults).
+struct GenerationParams {
+  int64_t max_tokens = 256;            // generated tokens at most; -1 = until end or context
+  float temperature = 0.8f;            // 0 = greedy
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;       // stop strings (not part of the output)
+  bool ignore_eos = false;             // keep going past end-of-generation tokens
+};
+
+enum class FinishReason : int {
+  none = 0,    // still running
+  stop,        // an end-of-generation token or a stop string
+  length,      // max_tokens
+  context,     // the sequence reached max_context
+  cancelled,   // cancel()
+  deadline,    // timeout_ms passed
+  error,       // see Completion::status
+};
+INFER_API const char* finish_reason_name(FinishReason r) noexcept;
+
+using RequestId = uint64_t;
+
+// What streams out: each generated token with the text it completes (possibly empty while a
+// UTF-8 character is unfinished), and a last event with finished = true.
+struct StreamEvent {
+  RequestId id = 0;
+  int32_t token = -1;          // -1 on the final event
+  std::string_view text;       // valid during the callback only
+  bool finished = false;
+  FinishReason reason = FinishReason::none;
+};
+
+struct Request {
+  std::string prompt;                  // text; tokenized with the model's BOS and special tokens
+  std::vector<int32_t> prompt_ids;     // or token ids (used as they are when not empty)
+  GenerationParams params;
+  int priority = 0;                    // higher runs first (and is preempted last)
+  double timeout_ms = 0.0;             // deadline from submit; 0 = none
+  // Called on the engine's worker thread for every token and at the end; must return quickly
+  // and must not call wait() or generate() (submit, cancel and read are fine).
+  std::function<void(const StreamEvent&)> on_event;
+};
+
+struct RequestMetrics {
+  double queue_ms = 0;        // submit -> first scheduled
+  double ttft_ms = 0;         // submit -> first generated token
+  double tpot_ms = 0;         // mean time per output token after the first
+  double e2e_ms = 0;          // submit -> finished
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+};
+
+struct Completion {
+  RequestId id = 0;
+  Status status;              // ok, cancelled, deadline_exceeded, or the error that ended it
+  FinishReason reason = FinishReason::none;
+  std::string text;
+  std::vector<int32_t> ids;
+  RequestMetrics metrics;
+};
+
+// New output of a request since the previous read().
+struct Delta {
+  std::string text;
+  std::vector<int32_t> ids;
+  bool finished = false;
+  FinishReason reason = FinishReason::none;
+};
+
+struct LatencySummary {
+  double p50 = 0, p95 = 0, p99 = 0, mean = 0;
+  int64_t count = 0;
+};
+
+struct EngineStats {
+  double uptime_s = 0;
+  int64_t running = 0, waiting = 0;
+  int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0, requests_rejected = 0;
+  int64_t prompt_tokens = 0, computed_prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
+  double prompt_tokens_per_s = 0, generated_tokens_per_s = 0;  // over the uptime
+  double prefix_hit_rate = 0;                                  // cached / looked-up prompt tokens
+  int64_t preemptions = 0, steps = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
+  // Where the time went (ms, summed): tokenize runs on the submitting threads, the rest on the worker.
+  double tokenize_ms = 0, schedule_ms = 0, forward_ms = 0, sample_ms = 0, detokenize_ms = 0;
+  LatencySummary ttft_ms, tpot_ms, e2e_ms, queue_ms;  // over the last metrics_window requests
+  double cost_per_million_tokens = 0;                  // price_per_hour * uptime / generated tokens
+};
+
+struct ModelDescription {
+  std::string architecture, name;
+  int64_t n_vocab = 0, n_ctx = 0;
+};
+
+class INFER_API Engine {
+ public:
+  // Loads the model and plans the KV pool; the worker starts at once.
+  static Result<std::unique_ptr<Engine>> create(const std::string& model_path, const EngineConfig& config = {});
+  ~Engine();  // cancels what is in flight, then stops the worker
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns at once. invalid_argument (bad parameters, empty prompt, ids
+  // outside the vocabulary), out_of_range (prompt longer than max_context or than the KV pool can
+  // ever hold), overloaded (max_waiting requests already queued), cancelled (after shutdown).
+  Result<RequestId> submit(Request request);
+  // Ends the request within one step (also in the middle of its prompt). not_found for an
+  // unknown or already collected id; ok for one that already finished.
+  Status cancel(RequestId id);
+  // The output produced since the last read, waiting up to timeout_ms (< 0: forever) for some.
+  Result<Delta> read(RequestId id, double timeout_ms = -1);
+  // Blocks until the request ends and returns everything it produced; the id is then forgotten.
+  Result<Completion> wait(RequestId id);
+  // submit + wait.
+  Result<Completion> generate(Request request);
+  // Stops accepting requests; finishes (finish_in_flight) or cancels what is queued and running,
+  // and returns when the worker is idle. Later submits fail with `cancelled`.
+  void shutdown(bool finish_in_flight = true);
+
+  EngineStats stats() const;
+  ModelDescription model() const;
+  // Token ids of a text as submit would tokenize it (BOS and special tokens included).
+  Result<std::vector<int32_t>> tokenize(std::string_view text) const;
+
+  // Diagnostics (tests, debugging): between two steps, checks the KV-cache manager's
+  // bookkeeping against the live requests — reference counts, the prefix index and its LRU list,
+  // free lists. internal() naming the first violation, else ok.
+  Status check_invariants();
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace infer

@@ -71,6 +71,25 @@ bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** a
   return true;
 }
 
+bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& c) {
+  const std::string a = argv[i];
+  auto value = [&]() -> const char* {
+    if (i + 1 >= argc) usage_error(tool, a + " needs a value", usage);
+    return argv[++i];
+  };
+  auto integer = [&](long long lo, long long hi) { return parse_int(tool, usage, a, value(), lo, hi); };
+  if (a == "--max-batch-tokens") c.max_batch_tokens = integer(1, 1 << 20);
+  else if (a == "--max-sequences") c.max_sequences = static_cast<int>(integer(1, 4096));
+  else if (a == "--kv-cache-mb") c.kv_cache_bytes = static_cast<uint64_t>(integer(1, 1 << 20)) << 20;
+  else if (a == "--block-size") c.block_size = static_cast<int>(integer(1, 4096));
+  else if (a == "--no-prefix-cache") c.prefix_cache = false;
+  else if (a == "--batch-wait-ms") c.batch_wait_ms = parse_double(tool, usage, a, value(), 0, 1e6);
+  else if (a == "--max-waiting") c.max_waiting = static_cast<int>(integer(0, 1 << 30));
+  else if (a == "--price-per-hour") c.price_per_hour = parse_double(tool, usage, a, value(), 0, 1e9);
+  else return false;
+  return true;
+}
+
 int64_t default_context(const ModelInfo& info) {
   return std::min<int64_t>(info.n_ctx_train > 0 ? info.n_ctx_train : 4096, 4096);
 }

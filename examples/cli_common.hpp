@@ -14,6 +14,7 @@
 #include "core/thread_pool.hpp"
 
 #include "format/model_file.hpp"
+#include "infer/engine.hpp"
 #include "model/model.hpp"
 #include "sample/sampler.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -47,6 +48,19 @@ inline constexpr const char* kSamplingUsage =
     "  --seed S             random seed (default 42)\n";
 void set_sampling_defaults(SamplingParams& params);
 bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** argv, int& i, SamplingParams& params);
+
+// The Engine's knobs (infer-generate --prompts, infer-bench-serving): parse_engine_flag consumes
+// argv[i] (and its value) when it is one of kEngineUsage's flags and returns true.
+inline constexpr const char* kEngineUsage =
+    "  --max-batch-tokens N rows of one engine step: decodes + prompt chunks (default 512)\n"
+    "  --max-sequences N    sequences running at once (default 16)\n"
+    "  --kv-cache-mb N      KV block pool in MiB (default 256)\n"
+    "  --block-size N       tokens per KV block (default 16)\n"
+    "  --no-prefix-cache    do not reuse the KV of shared prompt prefixes\n"
+    "  --batch-wait-ms T    an idle engine waits this long to gather a batch (default 0)\n"
+    "  --max-waiting N      queued requests at most before submit fails (default 1024)\n"
+    "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n";
+bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& config);
 
 // Reads a whole file (prompt files, evaluation texts).
 std::string read_text_file(const char* tool, const std::string& path);

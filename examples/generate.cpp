@@ -19,11 +19,12 @@ using namespace infer;
 constexpr const char* kTool = "infer-generate";
 constexpr const char* kUsageHead =
     "usage: infer-generate -m MODEL (-p PROMPT | -f PROMPT_FILE | --prompts FILE) [options]\n"
-    "  --prompts FILE       each line of FILE is one prompt; all run at once in one engine\n"
-    "                       (continuous batching); prints one JSON object per line, in input order\n"
-    "  engine knobs with --prompts: --max-batch-tokens N (512), --max-sequences N (16),\n"
-    "                       --kv-cache-mb N (256), --block-size N (16), --no-prefix-cache,\n"
-    "                       --batch-wait-ms T (0), --max-waiting N (1024), --stats (engine stats to stderr)\n"
+    "  --prompts FILE       each line of FILE is one prompt (plain text, or a JSON string when it\n"
+    "                       starts with '\"', for prompts with newlines); all run at once in one\n"
+    "                       engine (continuous batching); prints one JSON object per line, in input\n"
+    "                       order; --stats adds the engine's statistics on stderr. With --prompts:\n"
+    ;
+constexpr const char* kUsageMiddle =
     "  -n N                 tokens to generate (default -1: until end of generation or context)\n"
     "  -c N                 context size in tokens (default: the model's, at most 4096)\n"
     "  -b N                 prompt tokens per forward step (default 512)\n"
@@ -37,7 +38,7 @@ constexpr const char* kUsageTail =
     "  --no-parse-special   treat special-token text in the prompt as plain text\n"
     "  --kv-type f16|f32    KV cache element type (default f16)\n";
 
-const std::string kUsageText = std::string(kUsageHead) + cli::kSamplingUsage + kUsageTail;
+const std::string kUsageText = std::string(kUsageHead) + cli::kEngineUsage + kUsageMiddle + cli::kSamplingUsage + kUsageTail;
 const char* const kUsage = kUsageText.c_str();
 
 struct Options {
@@ -86,6 +87,7 @@ Options parse(int argc, char** argv) {
     };
     auto integer = [&](long long lo, long long hi) { return cli::parse_int(kTool, kUsage, a, next(), lo, hi); };
     if (cli::parse_sampling_flag(kTool, kUsage, argc, argv, i, o.sampling)) continue;
+    if (cli::parse_engine_flag(kTool, kUsage, argc, argv, i, o.engine)) continue;
     if (a == "-m" || a == "--model") o.model = next();
     else if (a == "-p" || a == "--prompt") { o.prompt = next(); have_prompt = true; }
     else if (a == "-f" || a == "--file") { o.prompt = cli::read_text_file(kTool, next()); have_prompt = true; }
@@ -98,13 +100,6 @@ Options parse(int argc, char** argv) {
     else if (a == "--top-probs") o.top_probs = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 100));
     else if (a == "--ignore-eos") o.ignore_eos = true;
     else if (a == "--prompts") { o.prompts_file = next(); have_prompt = true; }
-    else if (a == "--max-batch-tokens") o.engine.max_batch_tokens = integer(1, 1 << 20);
-    else if (a == "--max-sequences") o.engine.max_sequences = static_cast<int>(integer(1, 4096));
-    else if (a == "--kv-cache-mb") o.engine.kv_cache_bytes = static_cast<uint64_t>(integer(1, 1 << 20)) << 20;
-    else if (a == "--block-size") o.engine.block_size = static_cast<int>(integer(1, 4096));
-    else if (a == "--no-prefix-cache") o.engine.prefix_cache = false;
-    else if (a == "--batch-wait-ms") o.engine.batch_wait_ms = cli::parse_double(kTool, kUsage, a, next(), 0, 1e6);
-    else if (a == "--max-waiting") o.engine.max_waiting = static_cast<int>(integer(0, 1 << 30));
     else if (a == "--stats") o.stats = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
@@ -138,6 +133,11 @@ int run_prompts(const Options& o) {
       if (end == std::string::npos) end = all.size();
       std::string line = all.substr(start, end - start);
       if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty() && line.front() == '"') {
+        auto text = json_unquote(line);
+        if (!text.ok()) cli::fail(kTool, o.prompts_file + ": line " + std::to_string(prompts.size() + 1) + ": " + text.status().message());
+        line = std::move(text).value();
+      }
       if (!line.empty()) prompts.push_back(std::move(line));
       start = end + 1;
     }

@@ -129,6 +129,9 @@ struct LatencySummary {
   int64_t count = 0;
 };
 
+// p50 / p95 / p99 (nearest rank), mean and count of a set of latencies (as stats() computes them).
+INFER_API LatencySummary summarize_latencies(std::vector<double> ms);
+
 struct EngineStats {
   double uptime_s = 0;
   int64_t running = 0, waiting = 0;

@@ -66,7 +66,9 @@ SamplingParams to_sampling(const GenerationParams& p) {
   return s;
 }
 
-LatencySummary summarize(std::vector<double> v) {
+}  // namespace
+
+LatencySummary summarize_latencies(std::vector<double> v) {
   LatencySummary s;
   s.count = static_cast<int64_t>(v.size());
   if (v.empty()) return s;
@@ -84,8 +86,6 @@ LatencySummary summarize(std::vector<double> v) {
   s.mean = sum / static_cast<double>(v.size());
   return s;
 }
-
-}  // namespace
 
 struct Engine::Impl {
   // One request. The worker owns everything but the fields marked (mutex_).
@@ -239,7 +239,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   auto kv = KvCacheManager::create(kvc, info.fingerprint, config.prefix_cache);
   if (!kv.ok()) return kv.status().with_context("EngineConfig.kv_cache_bytes");
   impl->kv.emplace(std::move(kv).value());
-  impl->pool_tokens = impl->kv->stats().total_blocks * config.block_size;
+  // A sequence's length is bounded by the full-attention pool; a model whose layers are all
+  // windowed keeps only a window per sequence, so only max_context bounds it.
+  impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
   impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
   impl->pool = std::make_unique<ThreadPool>(config.threads);
   impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
@@ -420,10 +422,10 @@ EngineStats Engine::stats() const {
     e2e.push_back(m.e2e_ms);
     queue.push_back(m.queue_ms);
   }
-  st.ttft_ms = summarize(std::move(ttft));
-  st.tpot_ms = summarize(std::move(tpot));
-  st.e2e_ms = summarize(std::move(e2e));
-  st.queue_ms = summarize(std::move(queue));
+  st.ttft_ms = summarize_latencies(std::move(ttft));
+  st.tpot_ms = summarize_latencies(std::move(tpot));
+  st.e2e_ms = summarize_latencies(std::move(e2e));
+  st.queue_ms = summarize_latencies(std::move(queue));
   if (st.generated_tokens > 0)
     st.cost_per_million_tokens = im.config.price_per_hour * (st.uptime_s / 3600.0) / (static_cast<double>(st.generated_tokens) / 1e6);
   return st;

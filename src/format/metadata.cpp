@@ -296,4 +296,72 @@ std::string json_quote(std::string_view s) {
   return out;
 }
 
+Result<std::string> json_unquote(std::string_view s) {
+  if (s.size() < 2 || s.front() != '"' || s.back() != '"') return invalid_argument("not a JSON string (\"...\")");
+  std::string out;
+  const auto hex4 = [&](size_t at, uint32_t& v) {
+    if (at + 4 > s.size() - 1) return false;
+    v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char c = s[k];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      v = v * 16 + static_cast<uint32_t>(d);
+    }
+    return true;
+  };
+  for (size_t i = 1; i + 1 < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '"') return invalid_argument("an unescaped '\"' inside the JSON string");
+    if (static_cast<unsigned char>(c) < 0x20) return invalid_argument("a control character inside the JSON string");
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (++i + 1 > s.size() - 1) return invalid_argument("the JSON string ends inside an escape");
+    switch (s[i]) {
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        uint32_t cp = 0;
+        if (!hex4(i + 1, cp)) return invalid_argument("\\u needs four hex digits");
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          uint32_t lo = 0;
+          if (i + 2 >= s.size() - 1 || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(i + 3, lo) || lo < 0xDC00 || lo > 0xDFFF)
+            return invalid_argument("a lone UTF-16 high surrogate in \\u escapes");
+          i += 6;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return invalid_argument("a lone UTF-16 low surrogate in \\u escapes");
+        }
+        if (cp < 0x80) {
+          out += static_cast<char>(cp);
+        } else if (cp < 0x800) {
+          out += static_cast<char>(0xC0 | (cp >> 6));
+          out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+          out += static_cast<char>(0xE0 | (cp >> 12));
+          out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+          out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+          out += static_cast<char>(0xF0 | (cp >> 18));
+          out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+          out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+          out += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+        break;
+      }
+      default: return invalid_argument(std::string("unknown escape \\") + s[i] + " in the JSON string");
+    }
+  }
+  return out;
+}
+
 }  // namespace infer

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "infer/status.hpp"
+
 namespace infer {
 
 enum class ValueType : uint32_t {
@@ -138,5 +140,8 @@ std::string value_to_string(const Value& v, size_t max_items = 8);
 std::string value_to_json(const Value& v, size_t max_items = SIZE_MAX);
 // JSON string literal with escapes (invalid UTF-8 bytes become U+FFFD).
 std::string json_quote(std::string_view s);
+// The string a JSON string literal (with its quotes, nothing after them) stands for: escapes
+// decoded, \uXXXX surrogate pairs joined into UTF-8. invalid_argument names what is wrong.
+Result<std::string> json_unquote(std::string_view literal);
 
 }  // namespace infer

@@ -24,25 +24,45 @@ using namespace infer;
 
 namespace {
 
-// A tiny model on disk, written once per process.
-const std::string& model_path() {
-  static const std::string path = [] {
-    test::TinyLlama spec;
-    spec.n_vocab = 64;
-    spec.n_ctx = 512;
-    spec.seed = 77;
+// A tiny model written to a temporary file (removed at exit).
+struct ModelOnDisk {
+  std::string path;
+  explicit ModelOnDisk(test::TinyLlama spec, const std::string& name) {
     const auto bytes = spec.write();
-    std::string p = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/infer-engine-test-" +
-                    std::to_string(::getpid()) + ".gguf";
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }();
-  return path;
+    path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/infer-engine-test-" + name + "-" +
+           std::to_string(::getpid()) + ".gguf";
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  ~ModelOnDisk() { std::remove(path.c_str()); }
+};
+
+test::TinyLlama llama_spec() {
+  test::TinyLlama spec;
+  spec.n_vocab = 64;
+  spec.n_ctx = 512;
+  spec.seed = 77;
+  return spec;
 }
 
-std::unique_ptr<Engine> make_engine(EngineConfig c = {}) {
+// Gemma 3 shape with an 8-position sliding window: 7 layers (0-4 and 6 windowed, 5 global), or
+// 2 (both windowed: the model has no full-attention layer at all).
+test::TinyLlama gemma_spec(int n_layer) {
+  test::TinyLlama spec = llama_spec();
+  spec.gemma3 = true;
+  spec.sliding_window = 8;
+  spec.n_layer = n_layer;
+  spec.seed = 78;
+  return spec;
+}
+
+const std::string& model_path() {
+  static const ModelOnDisk model(llama_spec(), "llama");
+  return model.path;
+}
+
+std::unique_ptr<Engine> make_engine(EngineConfig c = {}, const std::string& path = model_path()) {
   c.threads = c.threads ? c.threads : 2;
-  auto e = Engine::create(model_path(), c);
+  auto e = Engine::create(path, c);
   REQUIRE(e.ok());
   return std::move(e).value();
 }
@@ -80,22 +100,24 @@ struct Workload {
 };
 
 // Every prompt alone, one after the other, on a fresh engine without prefix caching.
+std::vector<std::vector<int32_t>> alone_outputs(const std::string& path) {
+  Workload w;
+  EngineConfig c;
+  c.prefix_cache = false;
+  auto e = make_engine(c, path);
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    auto done = e->generate(greedy(w.prompts[i], w.lengths[i]));
+    REQUIRE(done.ok());
+    REQUIRE(done->status.is_ok());
+    REQUIRE(done->ids.size() == static_cast<size_t>(w.lengths[i]));
+    out.push_back(done->ids);
+  }
+  return out;
+}
+
 const std::vector<std::vector<int32_t>>& reference_outputs() {
-  static const std::vector<std::vector<int32_t>> ref = [] {
-    Workload w;
-    EngineConfig c;
-    c.prefix_cache = false;
-    auto e = make_engine(c);
-    std::vector<std::vector<int32_t>> out;
-    for (size_t i = 0; i < w.prompts.size(); ++i) {
-      auto done = e->generate(greedy(w.prompts[i], w.lengths[i]));
-      REQUIRE(done.ok());
-      REQUIRE(done->status.is_ok());
-      REQUIRE(done->ids.size() == static_cast<size_t>(w.lengths[i]));
-      out.push_back(done->ids);
-    }
-    return out;
-  }();
+  static const std::vector<std::vector<int32_t>> ref = alone_outputs(model_path());
   return ref;
 }
 
@@ -190,6 +212,25 @@ TEST_CASE("greedy tokens are the same when the prefix comes from the cache", "[e
   CHECK(st.prefix_hit_rate > 0.0);
   require_balanced(st);
   REQUIRE(e->check_invariants().is_ok());
+}
+
+TEST_CASE("sliding-window models: the same tokens alone, batched and chunked", "[engine][window]") {
+  for (int n_layer : {7, 2}) {
+    INFO(n_layer << " layers");
+    const ModelOnDisk model(gemma_spec(n_layer), "gemma" + std::to_string(n_layer));
+    const auto ref = alone_outputs(model.path);
+    // Prompts of up to 112 tokens cross the 8-position window many times.
+    for (int64_t budget : {512, 5}) {
+      INFO("max_batch_tokens " << budget);
+      EngineConfig c;
+      c.max_batch_tokens = budget;
+      c.block_size = 4;  // windowed blocks are handed back as the window passes
+      auto e = make_engine(c, model.path);
+      EngineStats st;
+      CHECK(run_batched(*e, &st) == ref);
+      require_balanced(st);
+    }
+  }
 }
 
 TEST_CASE("a multi-turn conversation reuses the previous turn's KV", "[engine][prefix]") {

@@ -61,3 +61,20 @@ TEST_CASE("array element accessors widen every numeric type", "[metadata]") {
   const Array s = Array::of_strings({"x"});
   CHECK(s.integer_at(0) == std::nullopt);
 }
+
+TEST_CASE("json_unquote decodes JSON string literals (RFC 8259) and rejects malformed ones", "[metadata]") {
+  CHECK(json_unquote("\"\"").value().empty());
+  CHECK(json_unquote(R"("plain text")").value() == "plain text");
+  CHECK(json_unquote(R"("a\nb\tc\r\"q\" \\ \/ \b\f")").value() == "a\nb\tc\r\"q\" \\ / \b\f");
+  CHECK(json_unquote(R"("\u0041\u00e9\u20AC")").value() == "A\xc3\xa9\xe2\x82\xac");  // A, e-acute, euro sign
+  CHECK(json_unquote(R"("\ud83d\ude00")").value() == "\xf0\x9f\x98\x80");               // U+1F600 from a surrogate pair
+  CHECK(json_unquote("\"caf\xc3\xa9\"").value() == "caf\xc3\xa9");                      // raw UTF-8 kept
+  // The round trip through json_quote.
+  const std::string text = "line 1\n\"line\" 2\t<|im_end|>\x01";
+  CHECK(json_unquote(json_quote(text)).value() == text);
+  for (const char* bad : {"", "\"", "abc", "\"abc", "\"a\"b\"", "\"\\\"", "\"\\x41\"", "\"\\u12\"", "\"\\u12G4\"",
+                          "\"\\ud83d\"", "\"\\ud83d\\u0041\"", "\"\\ude00\"", "\"tab\there\""}) {
+    INFO(bad);
+    CHECK(json_unquote(bad).status().code() == StatusCode::invalid_argument);
+  }
+}

@@ -60,6 +60,33 @@ with tempfile.TemporaryDirectory() as tmp:
         c, _ = run(gen + ["--temp", "0", "-n", "24", "--stop", stop])
         check(c == text[: text.find(stop)], f"--stop {stop!r}: got {c!r}, expected {text[: text.find(stop)]!r}")
 
+    # --prompts: every line a request, all in one engine; each answer must be the one the prompt
+    # gets alone (same greedy ids), in input order, whatever the batching knobs.
+    import json
+    prompts = ["The licence of the program", "Free software", "\"A JSON line\\nwith a newline\"",
+               "Copyright", "The GNU General Public License is a free, copyleft license for software"]
+    texts = ["The licence of the program", "Free software", "A JSON line\nwith a newline", "Copyright",
+             "The GNU General Public License is a free, copyleft license for software"]
+    pfile = os.path.join(tmp, "prompts.txt")
+    with open(pfile, "w") as f:
+        f.write("\n".join(prompts) + "\n")
+    alone = [[int(t) for t in run(gen[:3] + ["-p", t, "-t", "2", "--temp", "0", "-n", "16", "--ids"])[0].split()]
+             for t in texts]
+    for knobs in ([], ["--max-batch-tokens", "3", "--max-sequences", "2", "--no-prefix-cache"]):
+        out, _ = run(gen[:3] + ["--prompts", pfile, "-t", "2", "--temp", "0", "-n", "16"] + knobs)
+        lines = [json.loads(l) for l in out.splitlines()]
+        check([l["index"] for l in lines] == list(range(len(texts))), f"--prompts {knobs}: indexes {[l.get('index') for l in lines]}")
+        for l, t, ids in zip(lines, texts, alone):
+            check(l["ids"] == ids, f"--prompts {knobs}: {t!r}: {l['ids']} != alone {ids}")
+            ntok = len(run([tool("infer-tokenize"), "-m", model, "-p", t])[0].split())
+            check(l["prompt_tokens"] == ntok, f"--prompts: prompt_tokens {l['prompt_tokens']} != {ntok}")
+            check(l["finish_reason"] in ("stop", "length") and l["ttft_ms"] > 0 and "cached_tokens" in l and "tpot_ms" in l,
+                  f"--prompts: fields of {l}")
+    with open(pfile, "a") as f:
+        f.write("\"unterminated\n")
+    _, err = run(gen[:3] + ["--prompts", pfile], expect_rc=1)
+    check("line 6" in err, f"--prompts with a bad JSON line: {err!r}")
+
     _, err = run(gen + ["--temp", "-1"], expect_rc=2)
     check(len(err.strip().splitlines()) >= 1, "usage error without a message")
     _, err = run([tool("infer-generate"), "-m", os.path.join(tmp, "missing.gguf"), "-p", "x"], expect_rc=1)

@@ -4,7 +4,7 @@
 //
 //   infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd 64] [--n-layer 2] [--n-head 4]
 //                    [--n-head-kv 2] [--head-dim N] [--n-ff 128] [--ctx 256]
-//                    [--type f32|f16|bf16] [--tied] [--seed 1] [--rope-base 10000]
+//                    [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--seed 1] [--rope-base 10000]
 //                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model]
 //
 // gemma3: --head-dim sets attention.key_length (default n_embd / n_head), --sliding-window the
@@ -26,6 +26,7 @@
 #include "core/half.hpp"
 #include "core/mapped_file.hpp"
 #include "format/gguf.hpp"
+#include "quant/quantize.hpp"
 #include "tokenizer/sentencepiece_model.hpp"
 
 namespace {
@@ -54,7 +55,7 @@ struct Options {
   std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
   std::fprintf(stderr,
                "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd N] [--n-layer N] [--n-head N]\n"
-               "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16]\n"
+               "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16|q8_0|q4_0]\n"
                "                        [--tied] [--seed S] [--rope-base F] [--sliding-window N] [--name NAME]\n"
                "                        [--vocab tokenizer.model]\n");
   std::exit(2);
@@ -79,6 +80,15 @@ class WeightMaker {
     auto& out = store_.back();
     const auto* tr = dtype_traits(type);
     out.resize(n * tr->block_bytes);
+    if (type == DType::q8_0 || type == DType::q4_0) {
+      // What llama-quantize --pure writes from the F32 model of the same arguments: the values
+      // through ggml's reference quantizer, block by block.
+      std::vector<float> x(n);
+      for (float& v : x) v = dist(rng_);
+      out.resize(n / 32 * tr->block_bytes);
+      (type == DType::q8_0 ? quantize_row_q8_0_ref : quantize_row_q4_0_ref)(x.data(), out.data(), static_cast<int64_t>(n));
+      return out;
+    }
     for (size_t i = 0; i < n; ++i) {
       const float v = dist(rng_);
       if (type == DType::f32) std::memcpy(&out[4 * i], &v, 4);
@@ -155,7 +165,9 @@ int main(int argc, char** argv) {
       if (t == "f32") o.type = DType::f32;
       else if (t == "f16") o.type = DType::f16;
       else if (t == "bf16") o.type = DType::bf16;
-      else usage_error("--type must be f32, f16 or bf16");
+      else if (t == "q8_0") o.type = DType::q8_0;
+      else if (t == "q4_0") o.type = DType::q4_0;
+      else usage_error("--type must be f32, f16, bf16, q8_0 or q4_0");
     } else usage_error("unknown argument " + a);
   }
   if (o.out.empty()) usage_error("-o OUT.gguf is required");
@@ -169,6 +181,8 @@ int main(int argc, char** argv) {
   const int head_dim = o.head_dim != 0 ? o.head_dim : o.n_embd / o.n_head;
   const int n_embd_q = head_dim * o.n_head;
   const int n_embd_kv = head_dim * o.n_head_kv;
+  if ((o.type == DType::q8_0 || o.type == DType::q4_0) && (o.n_embd % 32 != 0 || o.n_ff % 32 != 0 || n_embd_q % 32 != 0))
+    usage_error("--type q8_0 and q4_0 need --n-embd, --n-ff and the query width (heads x head size) to be multiples of 32");
 
   const VocabFields vocab = o.vocab.empty() ? byte_vocab() : read_vocab(o.vocab);
   const int n_vocab = static_cast<int>(vocab.tokens.size());
@@ -178,7 +192,12 @@ int main(int argc, char** argv) {
   const std::string a = o.arch + ".";
   md.set("general.architecture", o.arch);
   md.set("general.name", o.name);
-  md.set("general.file_type", uint32_t{o.type == DType::f32 ? 0u : o.type == DType::f16 ? 1u : 32u});
+  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  md.set("general.file_type", uint32_t{o.type == DType::f32    ? 0u
+                                       : o.type == DType::f16  ? 1u
+                                       : o.type == DType::q4_0 ? 2u
+                                       : o.type == DType::q8_0 ? 7u
+                                                               : 32u});
   md.set(a + "context_length", uint32_t(o.ctx));
   md.set(a + "embedding_length", uint32_t(o.n_embd));
   md.set(a + "block_count", uint32_t(o.n_layer));

@@ -87,6 +87,39 @@ with tempfile.TemporaryDirectory() as tmp:
     _, err = run(gen[:3] + ["--prompts", pfile], expect_rc=1)
     check("line 6" in err, f"--prompts with a bad JSON line: {err!r}")
 
+    # --type q8_0 / q4_0: every matrix quantized (norms stay F32); the file loads and its
+    # perplexity stays near the F32 model's (weights are N(0, sigma) noise: Q8_0 barely moves it).
+    ppl = lambda m: float(run([tool("infer-perplexity"), "-m", m, "-f", os.path.join(root, "tests/data/text/corpus.txt"),
+                                "-c", "128", "--chunks", "2", "-t", "2"])[0].split("PPL = ")[-1].split()[0])
+    base = ppl(model)
+    for qt in ("q8_0", "q4_0"):
+        qm = os.path.join(tmp, f"ref-{qt}.gguf")
+        run([tool("infer-make-model"), "-o", qm, "--type", qt] + args)
+        info = json.loads(run([tool("infer-inspect"), qm, "--json"])[0])
+        types = {t["name"]: t["type"] for t in info["tensors"]}
+        check(types.get("blk.0.ffn_down.weight", "").lower() == qt and types.get("blk.0.attn_norm.weight", "").lower() == "f32",
+              f"--type {qt}: tensor types {list(types.items())[:4]}")
+        # Every matrix llama-quantize also wrote in this type (all but output.weight, which it
+        # keeps in Q6_K for Q4_0) is byte-identical to llama-quantize's file made from the F32 model.
+        ref_path = os.path.join(root, f"tests/data/models/ref-{qt}.gguf")
+        ref = json.loads(run([tool("infer-inspect"), ref_path, "--json"])[0])
+
+        def tensor_bytes(path, meta, name):
+            t = next(t for t in meta["tensors"] if t["name"] == name)
+            with open(path, "rb") as f:
+                f.seek(meta["data_offset"] + t["offset"])
+                return t["type"], f.read(t["bytes"])
+
+        same = [t["name"] for t in ref["tensors"] if t["type"].lower() == qt and
+                tensor_bytes(qm, info, t["name"]) == tensor_bytes(ref_path, ref, t["name"])]
+        wanted = [t["name"] for t in ref["tensors"] if t["type"].lower() == qt]
+        check(len(wanted) >= 15 and same == wanted, f"--type {qt}: {len(same)} of {len(wanted)} tensors as llama-quantize's")
+        q = ppl(qm)
+        check(abs(q - base) / base < (0.01 if qt == "q8_0" else 0.10), f"--type {qt}: perplexity {q} against F32 {base}")
+    _, err = run([tool("infer-make-model"), "-o", os.path.join(tmp, "x.gguf"), "--type", "q4_0", "--n-embd", "48",
+                  "--n-head", "4", "--n-head-kv", "2", "--n-ff", "64"], expect_rc=2)
+    check("multiples of 32" in err, f"--type q4_0 with n_embd 48: {err!r}")
+
     _, err = run(gen + ["--temp", "-1"], expect_rc=2)
     check(len(err.strip().splitlines()) >= 1, "usage error without a message")
     _, err = run([tool("infer-generate"), "-m", os.path.join(tmp, "missing.gguf"), "-p", "x"], expect_rc=1)

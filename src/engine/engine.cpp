@@ -607,8 +607,9 @@ bool Engine::Impl::step() {
     else if (static_cast<int64_t>(s->ids.size()) >= s->max_new) ended.push_back({s, FinishReason::length});
     else if (static_cast<int64_t>(s->sched.tokens.size()) >= max_context) ended.push_back({s, FinishReason::context});
   }
-  for (auto [s, reason] : ended) finish(s, reason, Status::ok());
   {
+    // Counted before the requests that ended are released, so stats() after their wait() include
+    // this step.
     std::lock_guard lock(mutex_);
     counters_.steps += 1;
     counters_.schedule_ms += schedule_ms;
@@ -619,6 +620,7 @@ bool Engine::Impl::step() {
     counters_.computed_prompt_tokens += prompt_rows;
     counters_.preemptions = scheduler->preemptions();
   }
+  for (auto [s, reason] : ended) finish(s, reason, Status::ok());
   return true;
 }
 
@@ -626,18 +628,21 @@ void Engine::Impl::worker_main() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      const bool idle = live_.empty();
-      if (idle && incoming_.empty() && cancels_.empty() && !check_requested_) {
-        worker_idle_ = true;
-        idle_.notify_all();
-        work_.wait(lock, [&] { return stop_worker_ || !incoming_.empty() || !cancels_.empty() || check_requested_; });
-        if (stop_worker_ && incoming_.empty()) return;
-        // Gather a batch: wait briefly for more requests when the engine was idle.
-        if (config.batch_wait_ms > 0 && !stop_worker_) {
-          const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                 std::chrono::duration<double, std::milli>(config.batch_wait_ms));
+      if (live_.empty()) {
+        if (incoming_.empty() && cancels_.empty() && !check_requested_) {
+          worker_idle_ = true;
+          idle_.notify_all();
+          work_.wait(lock, [&] { return stop_worker_ || !incoming_.empty() || !cancels_.empty() || check_requested_; });
+          if (stop_worker_ && incoming_.empty()) return;
+        }
+        // Gather a batch: an idle engine holds its first request up to batch_wait_ms (from its
+        // submit) while more arrive, unless max_sequences of them are already there.
+        if (config.batch_wait_ms > 0 && !stop_worker_ && !incoming_.empty()) {
+          const auto until = incoming_.front()->submitted + std::chrono::duration_cast<Clock::duration>(
+                                                                std::chrono::duration<double, std::milli>(config.batch_wait_ms));
           work_.wait_until(lock, until, [&] {
-            return stop_worker_ || static_cast<int>(incoming_.size()) >= config.max_sequences;
+            return stop_worker_ || check_requested_ || !cancels_.empty() ||
+                   static_cast<int>(incoming_.size()) >= config.max_sequences;
           });
         }
       }

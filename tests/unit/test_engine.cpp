@@ -328,6 +328,24 @@ TEST_CASE("a deadline ends a request with deadline_exceeded", "[engine]") {
   CHECK(done.status.code() == StatusCode::deadline_exceeded);
 }
 
+TEST_CASE("batch_wait_ms: an idle engine gathers requests before its first step", "[engine]") {
+  EngineConfig c;
+  c.batch_wait_ms = 200;
+  c.max_sequences = 4;
+  auto e = make_engine(c);
+  std::mt19937 rng(12);
+  // Alone, a request waits out the whole gathering time (the wait ends early only when
+  // max_sequences requests are there).
+  auto lone = e->generate(greedy(random_prompt(rng, 10), 2)).value();
+  CHECK(lone.metrics.queue_ms >= 190.0);
+  // Four submitted together fill max_sequences: the first step takes them all at once.
+  const int64_t steps_before = e->stats().steps;  // the lone request's steps are all counted
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(e->submit(greedy(random_prompt(rng, 10), 2)).value());
+  for (RequestId id : ids) REQUIRE(e->wait(id).value().status.is_ok());
+  CHECK(e->stats().steps - steps_before == 2);  // one step of 4 prompts, one of 4 decodes
+}
+
 TEST_CASE("bad requests fail at submit with a clear status", "[engine]") {
   EngineConfig c;
   c.max_context = 64;

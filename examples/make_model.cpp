@@ -4,12 +4,15 @@
 //
 //   infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd 64] [--n-layer 2] [--n-head 4]
 //                    [--n-head-kv 2] [--head-dim N] [--n-ff 128] [--ctx 256]
-//                    [--type f32|f16|bf16] [--tied] [--seed 1] [--rope-base 10000]
+//                    [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--seed 1] [--rope-base 10000]
 //                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model]
 //
 // gemma3: --head-dim sets attention.key_length (default n_embd / n_head), --sliding-window the
 // local layers' window (0: none; layers follow llama.cpp's default pattern, every sixth global);
 // the output is always tied to the embeddings.
+//
+// --type q8_0|q4_0 quantizes every matrix (norms stay F32) with ggml's reference quantizers, as
+// `llama-quantize --pure` does, from the float draws (not from their F16 rounding).
 //
 // The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
@@ -26,6 +29,7 @@
 #include "core/half.hpp"
 #include "core/mapped_file.hpp"
 #include "format/gguf.hpp"
+#include "quant/quantize.hpp"
 #include "tokenizer/sentencepiece_model.hpp"
 
 namespace {
@@ -54,7 +58,7 @@ struct Options {
   std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
   std::fprintf(stderr,
                "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd N] [--n-layer N] [--n-head N]\n"
-               "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16]\n"
+               "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16|q8_0|q4_0]\n"
                "                        [--tied] [--seed S] [--rope-base F] [--sliding-window N] [--name NAME]\n"
                "                        [--vocab tokenizer.model]\n");
   std::exit(2);
@@ -78,6 +82,14 @@ class WeightMaker {
     store_.emplace_back();
     auto& out = store_.back();
     const auto* tr = dtype_traits(type);
+    if (type == DType::q8_0 || type == DType::q4_0) {
+      // Blocks never straddle rows: every matrix's row length is a multiple of 32 (checked).
+      std::vector<float> x(n);
+      for (auto& v : x) v = dist(rng_);
+      out.resize(n / static_cast<size_t>(tr->block_size) * tr->block_bytes);
+      (type == DType::q8_0 ? quantize_row_q8_0_ref : quantize_row_q4_0_ref)(x.data(), out.data(), static_cast<int64_t>(n));
+      return out;
+    }
     out.resize(n * tr->block_bytes);
     for (size_t i = 0; i < n; ++i) {
       const float v = dist(rng_);
@@ -155,7 +167,9 @@ int main(int argc, char** argv) {
       if (t == "f32") o.type = DType::f32;
       else if (t == "f16") o.type = DType::f16;
       else if (t == "bf16") o.type = DType::bf16;
-      else usage_error("--type must be f32, f16 or bf16");
+      else if (t == "q8_0") o.type = DType::q8_0;
+      else if (t == "q4_0") o.type = DType::q4_0;
+      else usage_error("--type must be f32, f16, bf16, q8_0 or q4_0");
     } else usage_error("unknown argument " + a);
   }
   if (o.out.empty()) usage_error("-o OUT.gguf is required");
@@ -164,6 +178,9 @@ int main(int argc, char** argv) {
   if (!gemma && (o.head_dim != 0 || o.sliding_window != 0)) usage_error("--head-dim and --sliding-window need --arch gemma3");
   if (o.head_dim == 0 && o.n_embd % o.n_head != 0) usage_error("--n-embd must be a multiple of --n-head");
   if (o.n_head % o.n_head_kv != 0) usage_error("--n-head must be a multiple of --n-head-kv");
+  const bool quantized = o.type == DType::q8_0 || o.type == DType::q4_0;
+  if (quantized && (o.n_embd % 32 != 0 || o.n_ff % 32 != 0 || (o.head_dim ? o.head_dim * o.n_head : o.n_embd) % 32 != 0))
+    usage_error("--type q8_0|q4_0 needs --n-embd, --n-ff and the query width to be multiples of 32");
   if (gemma && o.name == "libinfer random llama") o.name = "libinfer random gemma3";
 
   const int head_dim = o.head_dim != 0 ? o.head_dim : o.n_embd / o.n_head;
@@ -178,7 +195,13 @@ int main(int argc, char** argv) {
   const std::string a = o.arch + ".";
   md.set("general.architecture", o.arch);
   md.set("general.name", o.name);
-  md.set("general.file_type", uint32_t{o.type == DType::f32 ? 0u : o.type == DType::f16 ? 1u : 32u});
+  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  const uint32_t file_type = o.type == DType::f32    ? 0u
+                             : o.type == DType::f16  ? 1u
+                             : o.type == DType::q4_0 ? 2u
+                             : o.type == DType::q8_0 ? 7u
+                                                     : 32u;
+  md.set("general.file_type", file_type);
   md.set(a + "context_length", uint32_t(o.ctx));
   md.set(a + "embedding_length", uint32_t(o.n_embd));
   md.set(a + "block_count", uint32_t(o.n_layer));

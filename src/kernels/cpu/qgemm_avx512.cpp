@@ -70,38 +70,61 @@ void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
 
 int64_t q4_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q4Packed)); }
 
+// The scales of 16 Q4_0 or Q8_0 blocks (F16 at each block's start) at the given byte offsets from
+// base, as floats; lanes past `valid` are 0.
+inline __m512 block_scales(const uint8_t* base, __m512i offsets, __mmask16 valid) {
+  const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, base, 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+}
+
+// Packs block i of 16 rows; row(j) is row j's first block. The qs loads of row 4g + m go to
+// 128-bit lane g of v[m].
+template <class Row>
+inline void q4_pack_block(Row row, int64_t i, __m512i offsets, __mmask16 valid, Q4Packed& out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const auto load128 = [&](int64_t j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row(j)[i].qs)); };
+  __m512i v[4];
+  for (int m = 0; m < 4; ++m) {
+    __m512i x = _mm512_castsi128_si512(load128(m));
+    x = _mm512_inserti32x4(x, load128(4 + m), 1);
+    x = _mm512_inserti32x4(x, load128(8 + m), 2);
+    v[m] = _mm512_inserti32x4(x, load128(12 + m), 3);
+  }
+  // 4x4 transposes of dwords within each 128-bit lane: t[k] lane 4g + m = dword k of row 4g + m.
+  const __m512i a01 = _mm512_unpacklo_epi32(v[0], v[1]), b01 = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i a23 = _mm512_unpacklo_epi32(v[2], v[3]), b23 = _mm512_unpackhi_epi32(v[2], v[3]);
+  const __m512i t[4] = {_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23),
+                        _mm512_unpacklo_epi64(b01, b23), _mm512_unpackhi_epi64(b01, b23)};
+  // qs byte b: low nibble = element b, high nibble = element b + 16.
+  for (int k = 0; k < 4; ++k) {
+    _mm512_store_si512(out.q[k], _mm512_and_si512(t[k], low4));
+    _mm512_store_si512(out.q[k + 4], _mm512_and_si512(_mm512_srli_epi16(t[k], 4), low4));
+  }
+  _mm512_store_ps(out.dw, block_scales(reinterpret_cast<const uint8_t*>(&row(0)[i]), offsets, valid));
+}
+
+// Byte offsets j * ws of rows 0..15 (the gather indices; a group spans far less than 2 GiB).
+inline __m512i row_offsets(int64_t ws) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int32_t>(ws)));
+}
+
 void q4_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
-  const uint8_t* row[kGroup];
-  for (int64_t j = 0; j < kGroup; ++j) row[j] = static_cast<const uint8_t*>(w) + (j < count ? j : count - 1) * ws;
-  const __mmask16 valid = lanes_below(count);
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const auto* base = static_cast<const uint8_t*>(w);
   auto* out = static_cast<Q4Packed*>(packed);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const auto qs = [&](int64_t j) { return reinterpret_cast<const BlockQ4_0*>(row[j])[i].qs; };
-    const auto load128 = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
-    // v[m], 128-bit lane g: the 16 qs bytes of row 4g + m.
-    __m512i v[4];
-    for (int m = 0; m < 4; ++m) {
-      __m512i x = _mm512_castsi128_si512(load128(qs(m)));
-      x = _mm512_inserti32x4(x, load128(qs(4 + m)), 1);
-      x = _mm512_inserti32x4(x, load128(qs(8 + m)), 2);
-      v[m] = _mm512_inserti32x4(x, load128(qs(12 + m)), 3);
-    }
-    // 4x4 transposes of dwords within each 128-bit lane: t[k] lane 4g + m = dword k of row 4g + m.
-    const __m512i a01 = _mm512_unpacklo_epi32(v[0], v[1]), b01 = _mm512_unpackhi_epi32(v[0], v[1]);
-    const __m512i a23 = _mm512_unpacklo_epi32(v[2], v[3]), b23 = _mm512_unpackhi_epi32(v[2], v[3]);
-    const __m512i t[4] = {_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23),
-                          _mm512_unpacklo_epi64(b01, b23), _mm512_unpackhi_epi64(b01, b23)};
-    // qs byte b: low nibble = element b, high nibble = element b + 16.
-    for (int k = 0; k < 4; ++k) {
-      _mm512_store_si512(out[i].q[k], _mm512_and_si512(t[k], low4));
-      _mm512_store_si512(out[i].q[k + 4], _mm512_and_si512(_mm512_srli_epi16(t[k], 4), low4));
-    }
-    alignas(32) uint16_t d[kGroup];
-    for (int64_t j = 0; j < kGroup; ++j) d[j] = reinterpret_cast<const BlockQ4_0*>(row[j])[i].d;
-    _mm512_store_ps(out[i].dw, _mm512_maskz_mov_ps(valid, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)))));
+  const __m512i offsets = row_offsets(ws);
+  if (count == kGroup) {
+    // Row 4g + m from four base pointers and multiples of 4 ws (few registers: no spills).
+    const uint8_t* p[4] = {base, base + ws, base + 2 * ws, base + 3 * ws};
+    const int64_t ws4 = 4 * ws;
+    const auto row = [&](int64_t j) { return reinterpret_cast<const BlockQ4_0*>(p[j % 4] + (j / 4) * ws4); };
+    for (int64_t i = 0; i < n / kQK; ++i) q4_pack_block(row, i, offsets, 0xFFFF, out[i]);
+    return;
   }
+  // The last group: rows past count repeat the last row (their scales are 0).
+  const auto row = [&](int64_t j) { return reinterpret_cast<const BlockQ4_0*>(base + (j < count ? j : count - 1) * ws); };
+  for (int64_t i = 0; i < n / kQK; ++i) q4_pack_block(row, i, offsets, lanes_below(count), out[i]);
 }
 
 // R activation rows against one packed group: lane j of acc[r] is row j's chain for activation

@@ -130,7 +130,7 @@ const int kRegistered = [] {
   }
   for (DType t : {DType::q4_0, DType::q8_0}) {
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
-        ->ArgsProduct({{5632, 2048}, {1, 4, 16, 32}, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
+        ->ArgsProduct({{5632, 2048}, {1, 2, 4, 16, 32}, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
         ->ArgNames({"n_out", "rows", "isa"})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

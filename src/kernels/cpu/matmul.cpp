@@ -59,8 +59,6 @@ constexpr int64_t kMaxF32PanelRows = 16;
 constexpr int64_t kMaxQuantPanelRows = 64;
 // Converted activation rows a panel meets at a time: 16 rows of 4096 Q8 elements are 70 KiB.
 constexpr int64_t kActChunkRows = 16;
-// Fewest x rows that take the tiled kernels: below, packing a weight group costs more than it saves.
-constexpr int64_t kMinGemmRows = 2;
 
 void matmul_f32(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride,
                 ThreadPool& pool, CpuIsa isa) {
@@ -146,7 +144,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   if (n_rows == 0 || n_out == 0) return;
   const CpuIsa isa = active_isa();
   if (w.dtype == DType::f32) return matmul_f32(w, x, n_rows, x_stride, y, y_stride, pool, isa);
-  if (const QGemmKernel* k = qgemm_kernel(w.dtype, isa); k && n_rows >= kMinGemmRows)
+  if (const QGemmKernel* k = qgemm_kernel(w.dtype, isa); k && n_rows >= k->min_rows)
     return matmul_gemm(*k, w, x, n_rows, x_stride, y, y_stride, pool);
 
   // Each x row is converted once; every weight row's dot then reads it.

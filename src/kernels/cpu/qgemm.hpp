@@ -24,6 +24,7 @@
 namespace infer {
 
 struct QGemmKernel {
+  int64_t min_rows;    // fewest activation rows for which this beats the per-row qdot kernels
   int64_t group_rows;  // weight rows pack() takes at most (fewer in the last group)
   // Bytes of side data per activation row of n elements (a multiple of 64).
   int64_t (*side_bytes)(int64_t n) noexcept;

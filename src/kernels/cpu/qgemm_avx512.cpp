@@ -31,6 +31,10 @@ inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 inline const BlockQ8_0* act_row(const void* a, int64_t as, int64_t r) {
   return reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + r * as);
 }
+// 4 bytes at p as an int32 (a may_alias read, so that the compiler can fold it into an embedded
+// broadcast operand).
+using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
+inline int32_t load_i32(const int8_t* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
 inline __mmask16 lanes_below(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
 
 // ---- Q4_0: the 16 weight rows of a group in the 16 int32 lanes ----
@@ -141,12 +145,13 @@ void q4_tile(const Q4Packed* pk, int64_t count, const void* a, int64_t as, const
     for (int r = 0; r < R; ++r) {
       const int8_t* aq = act_row(a, as, r)[i].qs;
       const Q4Side& s = reinterpret_cast<const Q4Side*>(side + r * ss)[i];
-      __m512i dot = _mm512_set1_epi32(s.c);
-      for (int k = 0; k < 8; ++k) {
-        int32_t four;
-        std::memcpy(&four, aq + 4 * k, 4);
-        dot = _mm512_dpbusd_epi32(dot, wq[k], _mm512_set1_epi32(four));
+      // Two chains of 4 dpbusd (latency, not throughput, bounds one long chain).
+      __m512i lo = _mm512_set1_epi32(s.c), hi = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        lo = _mm512_dpbusd_epi32(lo, wq[k], _mm512_set1_epi32(load_i32(aq + 4 * k)));
+        hi = _mm512_dpbusd_epi32(hi, wq[k + 4], _mm512_set1_epi32(load_i32(aq + 16 + 4 * k)));
       }
+      const __m512i dot = _mm512_add_epi32(lo, hi);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, _mm512_set1_ps(s.d)), acc[r]);
     }
   }
@@ -290,8 +295,11 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   }
 }
 
-constexpr QGemmKernel kQ4_0{kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply};
-constexpr QGemmKernel kQ8_0{kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply};
+// min_rows, from infer-bench-matmul (2048 x 5632, one thread): with one row, packing Q4_0 and
+// the tile pass take 0.44 ms against 1.43 ms for the AVX2 dots; Q8_0's packing alone (0.7 ms)
+// is about what the AVX2 dots take (0.85 ms).
+constexpr QGemmKernel kQ4_0{1, kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply};
+constexpr QGemmKernel kQ8_0{2, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply};
 
 }  // namespace
 

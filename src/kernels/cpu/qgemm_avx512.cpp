@@ -180,17 +180,18 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 // elements 4p..4p+3 (one dpbusd lane), so a vector holds two weight rows' 8 lanes: the low half
 // row 2j, the high half row 2j + 1, against one activation row's block broadcast to both halves.
 //
-// Packed group, per block i, per pair j (128 bytes):
-//   q    u8[64]    bytes 0-31: row 2j's quants + 128, bytes 32-63: row 2j + 1's
-//   dw   f32[16]   lanes 0-7: row 2j's scale, lanes 8-15: row 2j + 1's
+// Packed group, per block i (576 bytes):
+//   q    u8[8][64]  pair j: bytes 0-31 row 2j's quants + 128, bytes 32-63 row 2j + 1's
+//   dw   f32[16]    lane j: row j's scale (0 past count); the tile spreads a pair's two over
+//                   the halves of a vector
 // Side data of an activation row: per block, int32[8] -128 Σ a over each lane's 4 elements;
 // then per block f32 dA.
 constexpr int64_t kPairs = kGroup / 2;
-struct Q8Pair {
-  uint8_t q[64];
-  float dw[16];
+struct Q8Packed {
+  uint8_t q[kPairs][64];
+  float dw[kGroup];
 };
-static_assert(sizeof(Q8Pair) == 128);
+static_assert(sizeof(Q8Packed) == 576);
 
 int64_t q8_side_bytes(int64_t n) noexcept { return round64(n / kQK * 36); }
 inline const int32_t* q8_corrections(const uint8_t* side, int64_t i) { return reinterpret_cast<const int32_t*>(side) + 8 * i; }
@@ -208,25 +209,29 @@ void q8_prepare_side(const void* a, void* side, int64_t n) noexcept {
   }
 }
 
-int64_t q8_packed_bytes(int64_t n) noexcept { return n / kQK * kPairs * static_cast<int64_t>(sizeof(Q8Pair)); }
+int64_t q8_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8Packed)); }
+
+// Permutation indices putting lane 2j in lanes 0-7 and lane 2j + 1 in lanes 8-15.
+inline __m512i pair_lanes(int64_t j) {
+  return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(2 * j)), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+}
 
 void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
-  const BlockQ8_0* row[kGroup];
-  for (int64_t j = 0; j < kGroup; ++j)
-    row[j] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + (j < count ? j : count - 1) * ws);
-  auto* out = static_cast<Q8Pair*>(packed);
+  const auto* base = static_cast<const uint8_t*>(w);
+  // Rows past count repeat the last row (their outputs are not stored).
+  const auto row = [&](int64_t j) { return reinterpret_cast<const BlockQ8_0*>(base + (j < count ? j : count - 1) * ws); };
+  auto* out = static_cast<Q8Packed*>(packed);
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i offsets = row_offsets(ws);
+  const __mmask16 valid = lanes_below(count);
   const int64_t pairs = (count + 1) / 2;
   for (int64_t i = 0; i < n / kQK; ++i) {
+    _mm512_store_ps(out[i].dw, block_scales(reinterpret_cast<const uint8_t*>(&row(0)[i]), offsets, valid));
     for (int64_t j = 0; j < pairs; ++j) {
-      const BlockQ8_0& b0 = row[2 * j][i];
-      const BlockQ8_0& b1 = row[2 * j + 1][i];
-      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0.qs))),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1.qs)), 1);
-      Q8Pair& p = out[i * kPairs + j];
-      _mm512_store_si512(p.q, _mm512_xor_si512(q, offset));
-      _mm512_store_ps(p.dw, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(half(b0.d))), _mm256_set1_ps(half(b1.d)), 1));
+      const auto load256 = [&](int64_t r) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(r)[i].qs)); };
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(2 * j)), load256(2 * j + 1), 1);
+      _mm512_store_si512(out[i].q[j], _mm512_xor_si512(q, offset));
     }
   }
 }
@@ -241,7 +246,7 @@ inline float lane_tree(__m256 v) {
 // P pairs (from pair j0) against R activation rows: lane p of acc[q][r]'s half h is the chain
 // s_p of weight row 2(j0 + q) + h with activation row r; s_p = fma(dW * dA, I_p, s_p) per block.
 template <int P, int R>
-void q8_tile(const Q8Pair* pk, int64_t j0, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss,
+void q8_tile(const Q8Packed* pk, int64_t j0, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss,
              int64_t n, float* y, int64_t ys) {
   __m512 acc[P][R];
   for (int q = 0; q < P; ++q)
@@ -251,10 +256,10 @@ void q8_tile(const Q8Pair* pk, int64_t j0, int64_t count, const void* a, int64_t
   for (int64_t i = 0; i < n / kQK; ++i) {
     __m512i aq[R];
     for (int r = 0; r < R; ++r) aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_row(a, as, r)[i].qs)));
+    const __m512 dw16 = _mm512_load_ps(pk[i].dw);
     for (int q = 0; q < P; ++q) {
-      const Q8Pair& p = pk[i * kPairs + j0 + q];
-      const __m512i wq = _mm512_load_si512(p.q);
-      const __m512 dw = _mm512_load_ps(p.dw);
+      const __m512i wq = _mm512_load_si512(pk[i].q[j0 + q]);
+      const __m512 dw = _mm512_permutexvar_ps(pair_lanes(j0 + q), dw16);
       for (int r = 0; r < R; ++r) {
         const __m512i c = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(q8_corrections(side + r * ss, i))));
         const __m512i dot = _mm512_dpbusd_epi32(c, wq, aq[r]);
@@ -272,7 +277,7 @@ void q8_tile(const Q8Pair* pk, int64_t j0, int64_t count, const void* a, int64_t
 }
 
 template <int R>
-void q8_rows(const Q8Pair* pk, int64_t count, const uint8_t* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
+void q8_rows(const Q8Packed* pk, int64_t count, const uint8_t* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
              float* y, int64_t ys) {
   const int64_t pairs = (count + 1) / 2;
   int64_t j = 0;
@@ -282,7 +287,7 @@ void q8_rows(const Q8Pair* pk, int64_t count, const uint8_t* a, int64_t as, cons
 
 void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
                  int64_t n, float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const Q8Pair*>(packed);
+  const auto* pk = static_cast<const Q8Packed*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   const auto* ab = static_cast<const uint8_t*>(a);
   int64_t r = 0;

@@ -5,6 +5,7 @@
 //   Q8_0: the weight quant w (-128..127) is stored as w + 128 (w ^ 0x80); Σ w a = Σ(w + 128) a - 128 Σ a.
 // The correction starts the integer sum, so every block's integer dot is exact before its
 // float step.
+
 // GCC 12's AVX-512 headers start some intrinsics from _mm256_undefined_*(), which its
 // -Wuninitialized flags at every inlined use; the values are never read.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -14,7 +15,6 @@
 #include <immintrin.h>
 
 #include <cassert>
-#include <cstring>
 
 #include "kernels/cpu/qgemm.hpp"
 #include "quant/block_formats.hpp"
@@ -31,8 +31,7 @@ inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 inline const BlockQ8_0* act_row(const void* a, int64_t as, int64_t r) {
   return reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + r * as);
 }
-// 4 bytes at p as an int32 (a may_alias read, so that the compiler can fold it into an embedded
-// broadcast operand).
+// The 4 bytes at p as an int32 (an unaligned, may_alias read).
 using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
 inline int32_t load_i32(const int8_t* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
 inline __mmask16 lanes_below(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }

@@ -1,7 +1,11 @@
 // Matmul throughput per weight type on a 2048 x 2048 weight, for 1 and 16 x rows, on every ISA
 // the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
-// decoding). Also the row dequantization and the activation conversion on their own.
+// decoding). BM_MatmulTinyLlama: Q4_0 and Q8_0 at TinyLlama-1.1B's shapes (n_in 2048 x n_out
+// 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a serving step sees;
+// rows_per_s is x rows through the whole weight per second. Also the row dequantization and the
+// activation conversion on their own.
 //   build/benchmarks/infer-bench-matmul --benchmark_format=json
+//   build/benchmarks/infer-bench-matmul --benchmark_filter=TinyLlama
 //   (INFER_THREADS=N sets the thread pool size; default: one per hardware thread)
 #include <benchmark/benchmark.h>
 
@@ -53,6 +57,29 @@ void BM_Matmul(benchmark::State& state, DType t) {
                  " threads=" + std::to_string(pool().size()));
 }
 
+void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
+  const int64_t n_in = 2048, n_out = state.range(0), n_rows = state.range(1);
+  const auto isa = static_cast<CpuIsa>(state.range(2));
+  if (isa > detected_isa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  test::IsaScope scope(isa);
+  auto bytes = test::random_weights(t, n_out, n_in, 1);
+  const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
+  const auto x = test::random_floats(static_cast<size_t>(n_rows * n_in), 2);
+  std::vector<float> y(static_cast<size_t>(n_rows * n_out));
+  for (auto _ : state) {
+    matmul(w, x.data(), n_rows, n_in, y.data(), n_out, pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["rows_per_s"] = benchmark::Counter(static_cast<double>(n_rows), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * static_cast<double>(n_rows * n_in * n_out) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) +
+                 " rows=" + std::to_string(n_rows) + " " + isa_name(isa) + " threads=" + std::to_string(pool().size()));
+}
+
 void BM_Dequantize(benchmark::State& state, DType t) {
   const auto isa = static_cast<CpuIsa>(state.range(0));
   if (isa > detected_isa()) {
@@ -90,7 +117,8 @@ const int kRegistered = [] {
   for (DType t : test::computable_types()) {
     const std::string name(dtype_name(t));
     benchmark::RegisterBenchmark(("BM_Matmul/" + name).c_str(), BM_Matmul, t)
-        ->ArgsProduct({{1, 16}, {static_cast<int>(CpuIsa::scalar), static_cast<int>(CpuIsa::avx2)}})
+        ->ArgsProduct({{1, 16},
+                       {static_cast<int>(CpuIsa::scalar), static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
         ->ArgNames({"rows", "isa"})
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
@@ -99,6 +127,13 @@ const int kRegistered = [] {
         ->Arg(static_cast<int>(CpuIsa::avx2))
         ->ArgNames({"isa"});
     if (t != DType::f32) benchmark::RegisterBenchmark(("BM_PrepareActivations/" + name).c_str(), BM_PrepareActivations, t);
+  }
+  for (DType t : {DType::q4_0, DType::q8_0}) {
+    benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
+        ->ArgsProduct({{5632, 2048}, {1, 2, 4, 16, 32}, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
+        ->ArgNames({"n_out", "rows", "isa"})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   return 0;
 }();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "core/half.hpp"
 #include "core/tensor.hpp"
@@ -161,6 +162,55 @@ TEST_CASE("matmul equals matmul_ref bit for bit on the scalar ISA, and on every 
       for (size_t i = 0; i < y.size(); ++i) {
         INFO(dtype_name(t) << " isa " << isa_name(isa) << " element " << i);
         REQUIRE(same_bits(y[i], expect[i]));
+      }
+    }
+  }
+}
+
+// x rows whose 32-blocks range over magnitudes 1e-3 to 1e3, a fifth of them +-amax only (every
+// Q8_0 quant +-127, the integer sums at their largest).
+std::vector<float> spread_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; b += 32) {
+    const float scale = std::pow(10.0f, -3.0f + 6.0f * static_cast<float>(rng() % 1000) / 1000.0f);
+    const bool extreme = rng() % 5 == 0;
+    for (int64_t i = b; i < std::min(n, b + 32); ++i) {
+      const float v = uniform(rng);
+      x[static_cast<size_t>(i)] = scale * (extreme ? (v < 0 ? -1.0f : 1.0f) : v);
+    }
+  }
+  return x;
+}
+
+TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for bit for 1 to 33 rows, any n_out, every ISA",
+          "[matmul][qgemm]") {
+  ThreadPool pool(2);
+  for (DType t : {DType::q4_0, DType::q8_0}) {
+    for (int64_t n_in : {32, 96, 2048}) {
+      // Partial weight-row groups of every kind: 1 row, odd counts below and above 16, several groups.
+      for (int64_t n_out : {1, 15, 17, 37}) {
+        const uint64_t seed = 70 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
+        // Scales over the whole F16 range (subnormals included) on half the shapes.
+        const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
+        const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
+        const int64_t max_rows = 33;
+        const auto x = spread_floats(max_rows * n_in, seed + 1);
+        std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
+        matmul_ref(w, x.data(), max_rows, n_in, expect.data(), n_out);
+        for (CpuIsa isa : supported_isas()) {
+          IsaScope scope(isa);
+          for (int64_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
+            std::vector<float> y(static_cast<size_t>(n_rows * n_out));
+            matmul(w, x.data(), n_rows, n_in, y.data(), n_out, pool);
+            for (size_t i = 0; i < y.size(); ++i) {
+              INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " rows " << n_rows << " isa " << isa_name(isa)
+                                 << " element " << i << " got " << y[i] << " expect " << expect[i]);
+              REQUIRE(same_bits(y[i], expect[i]));
+            }
+          }
+        }
       }
     }
   }

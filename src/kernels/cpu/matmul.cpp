@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/dot.hpp"
 #include "kernels/cpu/qdot.hpp"
+#include "kernels/cpu/qgemm.hpp"
 #include "quant/dequantize.hpp"
 #include "quant/quantize_activations.hpp"
 
@@ -75,16 +76,56 @@ void matmul_f32(const TensorView& w, const float* x, int64_t n_rows, int64_t x_s
   });
 }
 
-// The calling thread's buffer for the converted activation rows, at least `bytes` long (grown on
-// first use, then reused). Pool threads only read it, inside the call that filled it.
-uint8_t* activation_scratch(size_t bytes) {
-  thread_local AlignedBuffer buffer;
+// A thread's buffer of at least `bytes` (grown on first use, then reused).
+uint8_t* grow(AlignedBuffer& buffer, size_t bytes) {
   if (buffer.size() < bytes) {
     auto grown = AlignedBuffer::allocate(bytes);
     if (!grown.ok()) throw std::bad_alloc();
     buffer = std::move(grown).value();
   }
   return buffer.as<uint8_t>();
+}
+
+// The calling thread's buffer for the converted activation rows. Pool threads only read it,
+// inside the call that filled it.
+uint8_t* activation_scratch(size_t bytes) {
+  thread_local AlignedBuffer buffer;
+  return grow(buffer, bytes);
+}
+
+// Each thread's buffer for the packed weight group it is working on.
+uint8_t* packed_scratch(size_t bytes) {
+  thread_local AlignedBuffer buffer;
+  return grow(buffer, bytes);
+}
+
+// The tiled path (kernels/cpu/qgemm.hpp): activation rows converted once, with their side data;
+// then per group of weight rows, one packing and one tile pass over all the activation rows.
+void matmul_gemm(const QGemmKernel& k, const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y,
+                 int64_t y_stride, ThreadPool& pool) {
+  const int64_t n_in = w.shape[0], n_out = w.shape[1];
+  const DType at = activation_type(w.dtype);
+  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n_in)));
+  const int64_t side_row = k.side_bytes(n_in);
+  const int64_t act_bytes = (n_rows * a_row + 63) / 64 * 64;
+  uint8_t* act = activation_scratch(static_cast<size_t>(act_bytes + n_rows * side_row));
+  uint8_t* side = act + act_bytes;
+  pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t begin, size_t end) {
+    for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
+      prepare_activations(at, x + r * x_stride, act + r * a_row, n_in);
+      k.prepare_side(act + r * a_row, side + r * side_row, n_in);
+    }
+  });
+  const int64_t group = k.group_rows;
+  const auto w_row = static_cast<int64_t>(w.row_bytes());
+  pool.parallel_for(static_cast<size_t>((n_out + group - 1) / group), [&](size_t begin, size_t end) {
+    uint8_t* packed = packed_scratch(static_cast<size_t>(k.packed_bytes(n_in)));
+    for (auto g = static_cast<int64_t>(begin); g < static_cast<int64_t>(end); ++g) {
+      const int64_t o0 = g * group, count = std::min(group, n_out - o0);
+      k.pack(w.row(o0), w_row, count, n_in, packed);
+      k.multiply(packed, count, act, a_row, side, side_row, n_rows, n_in, y + o0, y_stride);
+    }
+  });
 }
 
 void check_arguments(const TensorView& w, int64_t n_rows, int64_t x_stride, int64_t y_stride) {
@@ -103,6 +144,8 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   if (n_rows == 0 || n_out == 0) return;
   const CpuIsa isa = active_isa();
   if (w.dtype == DType::f32) return matmul_f32(w, x, n_rows, x_stride, y, y_stride, pool, isa);
+  if (const QGemmKernel* k = qgemm_kernel(w.dtype, isa); k && n_rows >= k->min_rows)
+    return matmul_gemm(*k, w, x, n_rows, x_stride, y, y_stride, pool);
 
   // Each x row is converted once; every weight row's dot then reads it.
   const DType at = activation_type(w.dtype);

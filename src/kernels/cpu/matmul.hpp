@@ -7,7 +7,8 @@
 //   - F32 weights: an F32 dot of the x row and the weight row, read in place (kernels/cpu/dot.hpp);
 //   - any other type: each x row is converted once per call to the weight's activation type
 //     (Q8_0, Q8_1, Q8_K, F16 or BF16; quant/quantize_activations.hpp), then every output is the
-//     block dot product of a weight row and a converted row (kernels/cpu/qdot.hpp).
+//     block dot product of a weight row and a converted row (kernels/cpu/qdot.hpp); on AVX-512
+//     CPUs, Q4_0 and Q8_0 weights take tiled kernels with the same results (kernels/cpu/qgemm.hpp).
 // Weights stream from memory once per call whatever the batch size: work is split over panels of
 // weight rows, and each panel meets every x row while it is in cache.
 //

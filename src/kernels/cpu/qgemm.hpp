@@ -1,0 +1,52 @@
+// Tiled quantized products for the batched matmul: a group of weight rows times many activation
+// rows at once, where the per-row dots of kernels/cpu/qdot.hpp would unpack each weight block
+// again for every activation row and sum each block's integer products horizontally.
+//
+// Every result is bit-identical to qdot_kernel_ref's for the same weight row and activation row:
+// integer sums are exact however they are grouped (VNNI dpbusd is not saturating), and each
+// (weight row, activation row) pair runs the float steps qdot.hpp lists for its weight type, in
+// the same order, fused where the reference calls std::fma. A result therefore never depends on
+// which other rows share its tile (batch invariance).
+//
+// Use, per matmul call (kernels/cpu/matmul.cpp):
+//   1. each activation row is converted as usual (prepare_activations, Q8_0 for both types), and
+//      prepare_side() derives per-block data from it once (scales as floats, quant sums);
+//   2. per group of group_rows weight rows, pack() lays the rows out for the tile kernel
+//      (thread-local scratch of packed_bytes(n)), then multiply() writes the group's outputs for
+//      all activation rows.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+
+namespace infer {
+
+struct QGemmKernel {
+  int64_t min_rows;    // fewest activation rows for which this beats the per-row qdot kernels
+  int64_t group_rows;  // weight rows pack() takes at most (fewer in the last group)
+  // Bytes of side data per activation row of n elements (a multiple of 64).
+  int64_t (*side_bytes)(int64_t n) noexcept;
+  // side <- per-block data of one converted activation row a (64-byte aligned side).
+  void (*prepare_side)(const void* a, void* side, int64_t n) noexcept;
+  // Bytes of one packed group for rows of n elements.
+  int64_t (*packed_bytes)(int64_t n) noexcept;
+  // packed (64-byte aligned) <- weight rows 0..count-1 at w + j * w_stride bytes, 1 <= count <= group_rows.
+  void (*pack)(const void* w, int64_t w_stride, int64_t count, int64_t n, void* packed) noexcept;
+  // y[r * y_stride + j] = dot(weight row j, activation row r) for j < count, r < n_a; activation
+  // row r at a + r * a_stride bytes, its side data at side + r * side_stride bytes.
+  void (*multiply)(const void* packed, int64_t count, const void* a, int64_t a_stride, const void* side,
+                   int64_t side_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept;
+};
+
+// The AVX-512 VNNI kernel for Q4_0 or Q8_0 weights, nullptr for other types. Call only when the
+// CPU has AVX-512 F, BW, VL, DQ and VNNI (CpuIsa::avx512).
+const QGemmKernel* qgemm_kernel_avx512(DType weight) noexcept;
+
+// The tiled kernel for `isa`, or nullptr where there is none (the matmul then uses qdot kernels).
+inline const QGemmKernel* qgemm_kernel(DType weight, CpuIsa isa) noexcept {
+  return isa >= CpuIsa::avx512 ? qgemm_kernel_avx512(weight) : nullptr;
+}
+
+}  // namespace infer

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -102,6 +103,23 @@ inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0
   std::vector<float> v(n);
   for (auto& f : v) f = u(rng);
   return v;
+}
+
+// Activation rows with per-32 magnitudes from 1e-3 to 1e3, and runs of +-amax only (every quant
+// +-127: the integer sums at their largest).
+inline std::vector<float> activation_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; b += 32) {
+    const float scale = std::pow(10.0f, -3.0f + 6.0f * static_cast<float>(rng() % 1000) / 1000.0f);
+    const bool extreme = rng() % 5 == 0;
+    for (int64_t i = b; i < std::min(n, b + 32); ++i) {
+      const float v = uniform(rng);
+      x[static_cast<size_t>(i)] = scale * (extreme ? (v < 0 ? -1.0f : 1.0f) : v);
+    }
+  }
+  return x;
 }
 
 // The ISAs this CPU can run, scalar first.

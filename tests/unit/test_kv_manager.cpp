@@ -316,11 +316,12 @@ TEST_CASE("block keys follow the tokens, the parent's key and the model fingerpr
   require_consistent(m1, {&s1, &t, &shifted});
 }
 
-TEST_CASE("without prefix caching nothing is registered, matched or cached", "[kv_manager]") {
-  KvCacheManager m = make(full_shape(8), false);
-  CHECK_FALSE(m.prefix_cache());
+namespace {
+// A 9-token prompt through match / append / commit / release / match: no key, no hit, no cached
+// block, every block free again; both queries counted.
+void require_caches_nothing(KvCacheManager& m) {
   const std::vector<int32_t> p = concat(run(100, 8), {7});
-  KvSequence a;
+  KvSequence a, b;
   CHECK(m.match_prefix(a, p) == 0);
   REQUIRE(m.append(a, 9));
   m.commit_full_blocks(a, p);
@@ -328,10 +329,9 @@ TEST_CASE("without prefix caching nothing is registered, matched or cached", "[k
   require_consistent(m, {&a});
   m.release(a);
   require_consistent(m, {});
-  CHECK(m.stats().free_blocks == 8);
   CHECK(m.stats().cached_blocks == 0);
-
-  KvSequence b;
+  CHECK(m.stats().free_blocks == m.stats().total_blocks);
+  CHECK(m.stats().window_free_blocks == m.stats().window_blocks);
   CHECK(m.match_prefix(b, p) == 0);
   CHECK(b.kv.blocks.empty());
   CHECK(b.kv.n_tokens == 0);
@@ -340,6 +340,14 @@ TEST_CASE("without prefix caching nothing is registered, matched or cached", "[k
   CHECK(st.prefix_queries == 2);
   CHECK(st.prefix_query_tokens == 18);
   CHECK(st.prefix_hit_tokens == 0);
+}
+}  // namespace
+
+TEST_CASE("without prefix caching nothing is registered, matched or cached", "[kv_manager]") {
+  KvCacheManager m = make(full_shape(8), false);
+  CHECK_FALSE(m.prefix_cache());
+  require_caches_nothing(m);
+  CHECK(m.stats().free_blocks == 8);
 }
 
 TEST_CASE("sequences sharing a cached prefix each hold a reference; the blocks are cached once both are gone",
@@ -556,21 +564,7 @@ TEST_CASE("a model with windowed layers gets no prefix caching", "[kv_manager]")
     INFO(c.n_layer << " layers");
     KvCacheManager m = make(c, true);
     CHECK_FALSE(m.prefix_cache());
-    const std::vector<int32_t> p = concat(run(100, 8), {7});
-    KvSequence a, b;
-    CHECK(m.match_prefix(a, p) == 0);
-    REQUIRE(m.append(a, 9));
-    m.commit_full_blocks(a, p);
-    CHECK(a.block_keys.empty());
-    require_consistent(m, {&a});
-    m.release(a);
-    require_consistent(m, {});
-    CHECK(m.stats().cached_blocks == 0);
-    CHECK(m.stats().free_blocks == m.stats().total_blocks);
-    CHECK(m.stats().window_free_blocks == m.stats().window_blocks);
-    CHECK(m.match_prefix(b, p) == 0);
-    CHECK(m.stats().prefix_queries == 2);
-    CHECK(m.stats().prefix_hit_tokens == 0);
+    require_caches_nothing(m);
   }
 }
 

@@ -167,22 +167,6 @@ TEST_CASE("matmul equals matmul_ref bit for bit on the scalar ISA, and on every 
   }
 }
 
-// x rows whose 32-blocks range over magnitudes 1e-3 to 1e3, a fifth of them +-amax only (every
-// Q8_0 quant +-127, the integer sums at their largest).
-std::vector<float> spread_floats(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t b = 0; b < n; b += 32) {
-    const float scale = std::pow(10.0f, -3.0f + 6.0f * static_cast<float>(rng() % 1000) / 1000.0f);
-    const bool extreme = rng() % 5 == 0;
-    for (int64_t i = b; i < std::min(n, b + 32); ++i) {
-      const float v = uniform(rng);
-      x[static_cast<size_t>(i)] = scale * (extreme ? (v < 0 ? -1.0f : 1.0f) : v);
-    }
-  }
-  return x;
-}
 
 TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for bit for 1 to 33 rows, any n_out, every ISA",
           "[matmul][qgemm]") {
@@ -196,7 +180,7 @@ TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for 
         const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
         const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
         const int64_t max_rows = 33;
-        const auto x = spread_floats(max_rows * n_in, seed + 1);
+        const auto x = test::activation_floats(max_rows * n_in, seed + 1);
         std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
         matmul_ref(w, x.data(), max_rows, n_in, expect.data(), n_out);
         for (CpuIsa isa : supported_isas()) {

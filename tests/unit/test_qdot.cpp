@@ -57,22 +57,6 @@ std::vector<double> activation_values(DType at, const std::vector<uint8_t>& a, i
   return v;
 }
 
-// Activation rows with per-32 magnitudes from 1e-3 to 1e3, and runs of +-amax only (every quant
-// +-127: the integer sums at their largest).
-std::vector<float> activation_floats(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t b = 0; b < n; b += 32) {
-    const float scale = std::pow(10.0f, -3.0f + 6.0f * static_cast<float>(rng() % 1000) / 1000.0f);
-    const bool extreme = rng() % 5 == 0;
-    for (int64_t i = b; i < std::min(n, b + 32); ++i) {
-      const float v = uniform(rng);
-      x[static_cast<size_t>(i)] = scale * (extreme ? (v < 0 ? -1.0f : 1.0f) : v);
-    }
-  }
-  return x;
-}
 
 std::vector<uint8_t> prepare(DType weight, const std::vector<float>& x) {
   const DType at = activation_type(weight);
@@ -113,7 +97,7 @@ TEST_CASE("every quantized dot agrees with float64 on the dequantized blocks to 
     for (int64_t n : {int64_t{bs == 1 ? 8 : bs}, int64_t{bs == 1 ? 1000 : bs * 7}}) {
       for (uint64_t seed = 1; seed <= 6; ++seed) {
         const auto w = random_weights(t, 1, n, 100 * seed + static_cast<uint64_t>(t));
-        const auto x = activation_floats(n, seed);
+        const auto x = test::activation_floats(n, seed);
         const auto a = prepare(t, x);
         const auto av = activation_values(activation_type(t), a, n);
         const auto [scale_part, min_part] = weight_parts(t, w.data(), n);
@@ -156,7 +140,7 @@ TEST_CASE("AVX2 dot kernels equal the scalar ones bit for bit on random blocks",
       for (uint64_t seed = 1; seed <= 20; ++seed) {
         // Scales over the whole F16 range on half the draws, subnormals included.
         const auto w = random_weights(t, 1, n, 7 * seed + static_cast<uint64_t>(t), seed % 2 ? kTypicalScale : kAnyFiniteHalf);
-        const auto a = prepare(t, activation_floats(n, seed));
+        const auto a = prepare(t, test::activation_floats(n, seed));
         const float ref = qdot(qdot_kernel_ref(t), w.data(), a.data(), n);
         const float avx2 = qdot(qdot_kernel_avx2(t), w.data(), a.data(), n);
         INFO(dtype_name(t) << " n " << n << " seed " << seed << " ref " << ref << " avx2 " << avx2);
@@ -180,7 +164,7 @@ TEST_CASE("a kernel given several activation rows returns each row's single-row 
     const int64_t n_a = 9;            // two 4-row tiles and one more
     std::vector<uint8_t> a(static_cast<size_t>(n_a * stride));
     for (int64_t r = 0; r < n_a; ++r) {
-      const auto x = activation_floats(n, 50 + static_cast<uint64_t>(r));
+      const auto x = test::activation_floats(n, 50 + static_cast<uint64_t>(r));
       prepare_activations(at, x.data(), a.data() + r * stride, n);
     }
     for (CpuIsa isa : supported_isas()) {

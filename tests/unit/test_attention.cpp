@@ -160,7 +160,7 @@ TEST_CASE("attention_row reads nothing past n_ctx", "[attention]") {
   }
 }
 
-TEST_CASE("attention_row with a sliding window sees only [first, n_ctx) and never reads before first", "[attention]") {
+TEST_CASE("attention_row with a sliding window sees only the positions from first to n_ctx - 1 and never reads before first", "[attention]") {
   const AttentionShape shape{4, 1, 32, 0.25f};
   Cache cache(DType::f16, 1, 32, 16, 16 * 12);
   const auto kv = random_floats(cache.k.size() / 2, 6, -2.0f, 2.0f);

@@ -76,7 +76,7 @@ TEST_CASE("each format renders system, user, assistant, user as its official tem
   }
 }
 
-TEST_CASE("formats whose templates trim content trim it; the others keep it as it is", "[chat]") {
+TEST_CASE("formats whose templates trim content trim it, the others keep it as it is", "[chat]") {
   const std::vector<ChatMessage> chat = {{"user", "  Hello \n"}, {"assistant", " Hi "}, {"user", "Bye "}};
   CHECK(render("gemma", chat, false) ==
         "<start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\nHi<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n");

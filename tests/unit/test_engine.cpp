@@ -414,7 +414,7 @@ TEST_CASE("higher priority is admitted first", "[engine]") {
   CHECK(order == std::vector<std::string>{"a", "high", "low"});
 }
 
-TEST_CASE("shutdown finishes or cancels what is in flight; later submits fail", "[engine]") {
+TEST_CASE("shutdown finishes or cancels what is in flight, and later submits fail", "[engine]") {
   auto e = make_engine();
   std::mt19937 rng(11);
   std::vector<RequestId> ids;

@@ -350,7 +350,7 @@ TEST_CASE("without prefix caching nothing is registered, matched or cached", "[k
   CHECK(m.stats().free_blocks == 8);
 }
 
-TEST_CASE("sequences sharing a cached prefix each hold a reference; the blocks are cached once both are gone",
+TEST_CASE("sequences sharing a cached prefix each hold a reference, and the blocks are cached once both are gone",
           "[kv_manager]") {
   KvCacheManager m = make(full_shape(10));
   const std::vector<int32_t> p = concat(run(100, 12), {7});  // 3 full blocks and a last token

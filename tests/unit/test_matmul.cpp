@@ -200,7 +200,7 @@ TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for 
   }
 }
 
-TEST_CASE("matmul's y[r][o] is exactly the active ISA's dot of weight row o and x row r converted once",
+TEST_CASE("matmul's output (r, o) is exactly the active ISA's dot of weight row o and x row r converted once",
           "[matmul]") {
   ThreadPool pool(2);
   for (DType t : computable_types()) {

@@ -356,7 +356,7 @@ TEST_CASE("temperature applies after the filters: it reshapes only the survivors
   check_frequencies(counts, {softmax({1.0f, 0.6f}, 50.0)[0], softmax({1.0f, 0.6f}, 50.0)[1], 0.0}, 20000);
 }
 
-TEST_CASE("a fixed seed replays the same draws; different seeds differ", "[sample]") {
+TEST_CASE("a fixed seed replays the same draws, different seeds differ", "[sample]") {
   const std::vector<float> logits = random_logits(100, 5, 0.0, 1.0);
   SamplingParams p;  // the default chain
   p.top_k = 0;

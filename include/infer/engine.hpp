@@ -94,6 +94,11 @@ struct Request {
   // Called on the engine's worker thread for every token and at the end; must return quickly
   // and must not call wait() or generate() (submit, cancel and read are fine).
   std::function<void(const StreamEvent&)> on_event;
+  // Fire and forget: the output goes to on_event only, and the engine forgets the request as soon
+  // as it ends (its final event has been delivered). read() and wait() refuse a detached request
+  // (invalid_argument); cancel() works until it ends. Without it, every request stays in the
+  // engine until wait() collects it.
+  bool detached = false;
 };
 
 struct RequestMetrics {
@@ -168,6 +173,7 @@ class INFER_API Engine {
   // unknown or already collected id; ok for one that already finished.
   Status cancel(RequestId id);
   // The output produced since the last read, waiting up to timeout_ms (< 0: forever) for some.
+  // A request that has ended stays readable until wait() collects it.
   Result<Delta> read(RequestId id, double timeout_ms = -1);
   // Blocks until the request ends and returns everything it produced; the id is then forgotten.
   Result<Completion> wait(RequestId id);

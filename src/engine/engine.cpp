@@ -348,6 +348,7 @@ Result<Delta> Engine::read(RequestId id, double timeout_ms) {
   auto it = im.requests_.find(id);
   if (it == im.requests_.end()) return not_found("no request " + std::to_string(id));
   Impl::Seq* s = it->second.get();
+  if (s->request.detached) return invalid_argument("request " + std::to_string(id) + " is detached: its output goes to on_event only");
   auto ready = [&] { return s->done || !s->pending.ids.empty() || !s->pending.text.empty(); };
   if (timeout_ms < 0) {
     s->changed.wait(lock, ready);
@@ -367,6 +368,7 @@ Result<Completion> Engine::wait(RequestId id) {
   auto it = im.requests_.find(id);
   if (it == im.requests_.end()) return not_found("no request " + std::to_string(id));
   Impl::Seq* s = it->second.get();
+  if (s->request.detached) return invalid_argument("request " + std::to_string(id) + " is detached: its output goes to on_event only");
   s->changed.wait(lock, [&] { return s->done; });
   Completion c;
   c.id = id;
@@ -464,7 +466,7 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, Status status) {
   // string).
   std::string rest = s->stop->push(s->detok->flush()).text;
   rest += s->stop->flush();
-  if (!rest.empty()) {
+  if (!rest.empty() && !s->request.detached) {
     std::lock_guard lock(mutex_);
     s->pending.text += rest;
   }
@@ -497,6 +499,8 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, Status status) {
     --in_flight_;
     publish_locked();
     s->changed.notify_all();
+    // Nobody can be waiting on a detached request (read and wait refuse it): forget it now.
+    if (s->request.detached) requests_.erase(s->sched.id);
   }
   idle_.notify_all();
 }
@@ -596,7 +600,7 @@ bool Engine::Impl::step() {
     Timer t_detok;
     const StopMatcher::Out out = s->stop->push(s->detok->push(tok));
     detok_ms += t_detok.elapsed_ms();
-    {
+    if (!s->request.detached) {  // nobody reads a detached request's pending output
       std::lock_guard lock(mutex_);
       s->pending.ids.push_back(tok);
       s->pending.text += out.text;

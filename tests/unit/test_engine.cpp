@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <future>
@@ -119,6 +120,14 @@ std::vector<std::vector<int32_t>> alone_outputs(const std::string& path) {
 const std::vector<std::vector<int32_t>>& reference_outputs() {
   static const std::vector<std::vector<int32_t>> ref = alone_outputs(model_path());
   return ref;
+}
+
+// A prompt's greedy ids from a fresh engine, collected with generate().
+std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int64_t n) {
+  auto e = make_engine();
+  auto done = e->generate(greedy(prompt, n));
+  REQUIRE(done.ok());
+  return done->ids;
 }
 
 // All 16 submitted at once; returns each request's ids and the engine's stats.
@@ -297,6 +306,63 @@ TEST_CASE("streaming: callbacks and read() deliver every token once, then the en
   CHECK(done.metrics.generated_tokens == 16);
   CHECK(done.metrics.ttft_ms > 0);
   CHECK(done.metrics.e2e_ms >= done.metrics.ttft_ms);
+}
+
+TEST_CASE("detached requests stream to their callback and are forgotten when they end", "[engine]") {
+  auto e = make_engine();
+  std::mt19937 rng(13);
+  std::mutex m;
+  std::condition_variable all_done;
+  std::map<RequestId, std::vector<int32_t>> streamed;
+  int ended = 0;
+  std::vector<RequestId> ids;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 20; ++i) {
+    prompts.push_back(random_prompt(rng, 5 + static_cast<size_t>(i)));
+    Request r = greedy(prompts.back(), 8);
+    r.detached = true;
+    r.on_event = [&](const StreamEvent& ev) {
+      std::lock_guard lock(m);
+      if (ev.finished) {
+        if (++ended == 20) all_done.notify_all();
+      } else {
+        streamed[ev.id].push_back(ev.token);
+      }
+    };
+    ids.push_back(e->submit(std::move(r)).value());
+  }
+  {
+    // A detached request that is surely still running (its first token's callback holds the
+    // worker until the checks are done) cannot be read or waited on.
+    std::promise<void> checked, running;
+    std::shared_future<void> go = checked.get_future().share();
+    Request r = greedy(random_prompt(rng, 4), 2);
+    r.detached = true;
+    r.on_event = [&running, go](const StreamEvent& ev) {
+      if (ev.token >= 0 && ev.finished == false && go.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        running.set_value();
+        go.wait();
+      }
+    };
+    const RequestId held = e->submit(std::move(r)).value();
+    running.get_future().wait();
+    CHECK(e->wait(held).status().code() == StatusCode::invalid_argument);
+    CHECK(e->read(held, 0).status().code() == StatusCode::invalid_argument);
+    checked.set_value();
+  }
+  {
+    std::unique_lock lock(m);
+    all_done.wait(lock, [&] { return ended == 20; });
+  }
+  // Forgotten once ended (the final event comes just before: give the worker its step back).
+  e->shutdown();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CHECK(e->wait(ids[i]).status().code() == StatusCode::not_found);
+    CHECK(e->cancel(ids[i]).code() == StatusCode::not_found);
+    // The same tokens as the prompt gets when collected normally.
+    CHECK(streamed[ids[i]] == reference_greedy(prompts[i], 8));
+  }
+  CHECK(e->stats().requests_finished == 21);  // with the held one
 }
 
 TEST_CASE("cancel ends a request within a step, also in the middle of its prompt", "[engine]") {

@@ -163,7 +163,7 @@ struct RunResult {
   int64_t failed = 0;
 };
 
-std::string run_json(const Options& o, Engine& engine, const RunResult& r) {
+std::string run_json(Engine& engine, const RunResult& r) {
   std::vector<double> ttft, tpot, e2e, queue;
   int64_t generated = 0, prompt = 0, cached = 0, preempted = 0;
   for (const Completion& c : r.done) {
@@ -190,7 +190,6 @@ std::string run_json(const Options& o, Engine& engine, const RunResult& r) {
   std::string out = buf;
   out += ", \"ttft_ms\": " + summary_json(ttft) + ", \"tpot_ms\": " + summary_json(tpot) + ", \"e2e_ms\": " + summary_json(e2e) +
          ", \"queue_ms\": " + summary_json(queue);
-  (void)o;
   return out;
 }
 
@@ -320,7 +319,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(o.mode == "trace" ? o.shared_prefix : 0), o.shared_fraction);
     out += params;
     const RunResult r = o.mode == "trace" ? run_trace(o, e, load) : run_closed(o, e, load);
-    out += run_json(o, e, r);
+    out += run_json(e, r);
     if (r.failed > 0) {
       std::printf("%s}\n", out.c_str());
       return 1;

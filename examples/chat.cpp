@@ -31,7 +31,9 @@ constexpr const char* kUsageHead =
     "  -c N                 context size in tokens (default: the model's, at most 4096)\n"
     "  -b N                 prompt tokens per forward step (default 512)\n"
     "  -t N                 compute threads (default: all cores)\n";
-constexpr const char* kUsageTail = "  --kv-type f16|f32    KV cache element type (default f16)\n";
+constexpr const char* kUsageTail =
+    "  --kv-type f16|f32    KV cache element type (default f16)\n"
+    "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n";
 
 const std::string kUsageText = std::string(kUsageHead) + cli::kSamplingUsage + kUsageTail;
 const char* const kUsage = kUsageText.c_str();
@@ -44,6 +46,7 @@ struct Options {
   SamplingParams sampling;
   bool show_prompt = false, echo = false;
   DType kv_type = DType::f16;
+  LoadOptions load;
 };
 
 Options parse(int argc, char** argv) {
@@ -71,6 +74,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-b" || a == "--batch-size") o.n_batch = integer(1, 1 << 16);
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
+    else if (a == "--weight-type") o.load.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -122,7 +126,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  cli::LoadedModel m = cli::load(kTool, o.model);
+  cli::LoadedModel m = cli::load(kTool, o.model, true, o.load);
   const Tokenizer& tok = *m.tokenizer;
 
   auto chosen = o.chat_template.empty() ? ChatTemplate::for_model(m.file->metadata()) : ChatTemplate::from_name(o.chat_template);

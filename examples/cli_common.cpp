@@ -86,6 +86,10 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
   else if (a == "--batch-wait-ms") c.batch_wait_ms = parse_double(tool, usage, a, value(), 0, 1e6);
   else if (a == "--max-waiting") c.max_waiting = static_cast<int>(integer(0, 1 << 30));
   else if (a == "--price-per-hour") c.price_per_hour = parse_double(tool, usage, a, value(), 0, 1e9);
+  else if (a == "--weight-type") {
+    const auto t = parse_weight_type(tool, usage, value());
+    c.weight_type = !t ? WeightType::keep : *t == DType::q8_0 ? WeightType::q8_0 : WeightType::q4_0;
+  }
   else return false;
   return true;
 }
@@ -109,7 +113,14 @@ KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType
   return std::move(kv).value();
 }
 
-LoadedModel load(const char* tool, const std::string& path, bool with_model) {
+std::optional<DType> parse_weight_type(const char* tool, const char* usage, const std::string& text) {
+  if (text == "keep") return std::nullopt;
+  if (text == "q8_0") return DType::q8_0;
+  if (text == "q4_0") return DType::q4_0;
+  usage_error(tool, "--weight-type must be keep, q8_0 or q4_0", usage);
+}
+
+LoadedModel load(const char* tool, const std::string& path, bool with_model, const LoadOptions& options) {
   Timer timer;
   LoadedModel m;
   auto file = ModelFile::open(path);
@@ -119,7 +130,7 @@ LoadedModel load(const char* tool, const std::string& path, bool with_model) {
   if (!tok.ok()) fail(tool, tok.status().message());
   m.tokenizer = std::move(tok).value();
   if (with_model) {
-    auto model = load_model(m.file);
+    auto model = load_model(m.file, options);
     if (!model.ok()) fail(tool, model.status().message());
     m.model = std::move(model).value();
     if (m.model->info().n_vocab != m.tokenizer->vocab_size())

@@ -59,7 +59,8 @@ inline constexpr const char* kEngineUsage =
     "  --no-prefix-cache    do not reuse the KV of shared prompt prefixes\n"
     "  --batch-wait-ms T    an idle engine waits this long to gather a batch (default 0)\n"
     "  --max-waiting N      queued requests at most before submit fails (default 1024)\n"
-    "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n";
+    "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n"
+    "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n";
 bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& config);
 
 // Reads a whole file (prompt files, evaluation texts).
@@ -79,7 +80,9 @@ DType parse_kv_type(const char* tool, const char* usage, const std::string& text
 KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type, int64_t n_batch = 512);
 
 // Opens the file, builds the model and its tokenizer; exits with status 1 and one line on error.
-LoadedModel load(const char* tool, const std::string& path, bool with_model = true);
+LoadedModel load(const char* tool, const std::string& path, bool with_model = true, const LoadOptions& options = {});
+// --weight-type: keep (nullopt), q8_0 or q4_0; a usage error otherwise.
+std::optional<DType> parse_weight_type(const char* tool, const char* usage, const std::string& text);
 
 // The model a tool uses when given no -m: $INFER_MODEL, else the default model where
 // scripts/fetch-model installs it (SmolLM2-135M-Instruct under

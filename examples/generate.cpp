@@ -22,7 +22,8 @@ constexpr const char* kUsageHead =
     "  --prompts FILE       each line of FILE is one prompt (plain text, or a JSON string when it\n"
     "                       starts with '\"', for prompts with newlines); all run at once in one\n"
     "                       engine (continuous batching); prints one JSON object per line, in input\n"
-    "                       order; --stats adds the engine's statistics on stderr. With --prompts:\n"
+    "                       order; --stats adds the engine's statistics on stderr. The engine's knobs\n"
+    "                       (with --prompts; --weight-type also without):\n"
     ;
 constexpr const char* kUsageMiddle =
     "  -n N                 tokens to generate (default -1: until end of generation or context)\n"
@@ -215,7 +216,9 @@ int run_prompts(const Options& o) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (!o.prompts_file.empty()) return run_prompts(o);
-  cli::LoadedModel m = cli::load(kTool, o.model);
+  LoadOptions load;
+  if (o.engine.weight_type != WeightType::keep) load.weight_type = o.engine.weight_type == WeightType::q8_0 ? DType::q8_0 : DType::q4_0;
+  cli::LoadedModel m = cli::load(kTool, o.model, true, load);
 
   auto prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, o.parse_special);
   if (!prompt.ok()) cli::fail(kTool, prompt.status().message());

@@ -28,13 +28,15 @@ constexpr const char* kUsage =
     "       infer-perplexity -m MODEL --kl-divergence-base FILE [-t THREADS]\n"
     "  -c CTX       tokens per chunk (default 512)\n"
     "  --chunks N   score at most N chunks (default: all)\n"
-    "  --kv-type    f16|f32 (default f16)\n";
+    "  --kv-type    f16|f32 (default f16)\n"
+    "  --weight-type keep|q8_0|q4_0   quantize float weight matrices at load (default keep)\n";
 
 struct Options {
   std::string model, text_file, kld_base;
   int64_t n_ctx = 512, n_batch = 2048, max_chunks = -1;
   int threads = 0;
   DType kv_type = DType::f16;
+  LoadOptions load;
 };
 
 // log-softmax of the target, as llama.cpp computes it (float exp, double sum).
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
     else if (a == "--chunks") o.max_chunks = cli::parse_int(kTool, kUsage, a, next(), 1, 1 << 30);
     else if (a == "--kl-divergence-base") o.kld_base = next();
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
+    else if (a == "--weight-type") o.load.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -106,7 +109,7 @@ int main(int argc, char** argv) {
   o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (o.text_file.empty() == o.kld_base.empty()) cli::usage_error(kTool, "give either -f TEXT_FILE or --kl-divergence-base FILE", kUsage);
 
-  cli::LoadedModel m = cli::load(kTool, o.model);
+  cli::LoadedModel m = cli::load(kTool, o.model, true, o.load);
   const int64_t n_vocab = m.model->info().n_vocab;
 
   std::vector<int32_t> tokens;

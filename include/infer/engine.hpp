@@ -30,6 +30,10 @@
 
 namespace infer {
 
+// Weight matrices as the file stores them, or quantized at load (float matrices only; what
+// llama-quantize --pure writes for the type).
+enum class WeightType : int { keep = 0, q8_0, q4_0 };
+
 // The knobs (docs/tuning.md explains how to choose each).
 struct EngineConfig {
   int threads = 0;                     // compute threads; 0 = all cores
@@ -40,6 +44,7 @@ struct EngineConfig {
   uint64_t kv_cache_bytes = 256ull << 20;  // KV block pool, allocated once
   int block_size = 16;                 // tokens per KV block
   bool kv_f32 = false;                 // F32 instead of F16 K/V
+  WeightType weight_type = WeightType::keep;  // quantize F32/F16/BF16 weight matrices at load
   int64_t max_context = 0;             // longest sequence (prompt + output); 0 = the model's, at most 4096
   bool prefix_cache = true;            // reuse the KV of identical prompt prefixes across requests
   double price_per_hour = 0.0;         // machine cost, for stats().cost_per_million_tokens

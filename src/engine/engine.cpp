@@ -223,7 +223,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   auto tok = load_tokenizer(*impl->file);
   if (!tok.ok()) return tok.status();
   impl->tokenizer = std::move(tok).value();
-  auto model = load_model(impl->file);
+  LoadOptions load;
+  if (config.weight_type == WeightType::q8_0) load.weight_type = DType::q8_0;
+  else if (config.weight_type == WeightType::q4_0) load.weight_type = DType::q4_0;
+  else if (config.weight_type != WeightType::keep) return invalid_argument("EngineConfig: unknown weight_type");
+  auto model = load_model(impl->file, load);
   if (!model.ok()) return model.status();
   impl->model = std::move(model).value();
   const ModelInfo& info = impl->model->info();

@@ -129,14 +129,15 @@ void BatchAttention::run(const Batch& b, const KvView& kv, int layer, const floa
       1);
 }
 
-uint64_t model_fingerprint(const ModelFile& f) {
+uint64_t model_fingerprint(const ModelFile& f, std::optional<DType> weight_type) {
   auto fnv1a = [](const uint8_t* p, uint64_t n, uint64_t h) {
     for (uint64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
     return h;
   };
   const uint64_t h = fnv1a(f.file().data(), f.data_offset(), 1469598103934665603ull);
-  const uint64_t size = f.file_size();
-  return fnv1a(reinterpret_cast<const uint8_t*>(&size), sizeof size, h);
+  // The weights' identity: the file (its header and size) and the type matrices were converted to.
+  const uint64_t ids[2] = {f.file_size(), weight_type ? 1 + static_cast<uint64_t>(*weight_type) : 0};
+  return fnv1a(reinterpret_cast<const uint8_t*>(ids), sizeof ids, h);
 }
 
 }  // namespace infer

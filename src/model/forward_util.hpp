@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/aligned_buffer.hpp"
 #include "core/thread_pool.hpp"
@@ -53,6 +54,6 @@ class BatchAttention {
 Status check_batch(const Batch& b, const KvView& kv, int n_layer, int64_t n_vocab, int n_kv_heads, int head_dim);
 
 // Identity of the weights and architecture: the file's header (metadata + tensor table) and size.
-uint64_t model_fingerprint(const ModelFile& f);
+uint64_t model_fingerprint(const ModelFile& f, std::optional<DType> weight_type = {});
 
 }  // namespace infer

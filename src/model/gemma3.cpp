@@ -36,7 +36,7 @@ class Gemma3Model final : public Model {
  public:
   Gemma3Model(std::shared_ptr<const ModelFile> file, HParams hp) : file_(std::move(file)), hp_(std::move(hp)) {}
 
-  Status bind();
+  Status bind(const LoadOptions& options);
   const ModelInfo& info() const noexcept override { return info_; }
   Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) override;
 
@@ -44,6 +44,7 @@ class Gemma3Model final : public Model {
   std::shared_ptr<const ModelFile> file_;
   HParams hp_;
   ModelInfo info_;
+  std::deque<ConvertedTensor> converted_;  // matrices quantized at load (LoadOptions), if any
   const TensorInfo* tok_embd_ = nullptr;
   const TensorInfo* output_ = nullptr;  // token_embd when tied
   AlignedBuffer output_norm_;
@@ -134,9 +135,9 @@ Result<HParams> read_hparams(const ModelFile& f) {
   return hp;
 }
 
-Status Gemma3Model::bind() {
+Status Gemma3Model::bind(const LoadOptions& options) {
   const ModelFile& f = *file_;
-  WeightBinder w(f);
+  WeightBinder w(f, options.weight_type, converted_);
   const TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return malformed_file(f.path() + ": missing tensor token_embd.weight");
   hp_.n_vocab = embd->shape[1];
@@ -145,10 +146,10 @@ Status Gemma3Model::bind() {
                           " entries, token_embd.weight has " + std::to_string(hp_.n_vocab) + " rows");
   const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff, hd = hp_.head_dim;
   const int64_t QD = hp_.n_head * hd, KVD = hp_.n_kv_heads * hd;
-  INFER_ASSIGN_OR_RETURN(tok_embd_, w.require("token_embd.weight", {E, V}));
+  INFER_ASSIGN_OR_RETURN(tok_embd_, w.matrix("token_embd.weight", {E, V}));
   INFER_ASSIGN_OR_RETURN(const TensorInfo* out_norm, w.require("output_norm.weight", {E}));
   INFER_ASSIGN_OR_RETURN(output_norm_, w.load_f32(*out_norm));
-  INFER_ASSIGN_OR_RETURN(output_, w.optional("output.weight", {E, V}));
+  INFER_ASSIGN_OR_RETURN(output_, w.optional_matrix("output.weight", {E, V}));
   if (!output_) output_ = tok_embd_;
 
   layers_.resize(static_cast<size_t>(hp_.n_layer));
@@ -166,13 +167,13 @@ Status Gemma3Model::bind() {
     INFER_RETURN_IF_ERROR(norm("post_attention_norm.weight", E, L.post_attn_norm));
     INFER_RETURN_IF_ERROR(norm("ffn_norm.weight", E, L.ffn_norm));
     INFER_RETURN_IF_ERROR(norm("post_ffw_norm.weight", E, L.post_ffn_norm));
-    INFER_ASSIGN_OR_RETURN(L.wq, w.require(p + "attn_q.weight", {E, QD}));
-    INFER_ASSIGN_OR_RETURN(L.wk, w.require(p + "attn_k.weight", {E, KVD}));
-    INFER_ASSIGN_OR_RETURN(L.wv, w.require(p + "attn_v.weight", {E, KVD}));
-    INFER_ASSIGN_OR_RETURN(L.wo, w.require(p + "attn_output.weight", {QD, E}));
-    INFER_ASSIGN_OR_RETURN(L.w_gate, w.require(p + "ffn_gate.weight", {E, F}));
-    INFER_ASSIGN_OR_RETURN(L.w_up, w.require(p + "ffn_up.weight", {E, F}));
-    INFER_ASSIGN_OR_RETURN(L.w_down, w.require(p + "ffn_down.weight", {F, E}));
+    INFER_ASSIGN_OR_RETURN(L.wq, w.matrix(p + "attn_q.weight", {E, QD}));
+    INFER_ASSIGN_OR_RETURN(L.wk, w.matrix(p + "attn_k.weight", {E, KVD}));
+    INFER_ASSIGN_OR_RETURN(L.wv, w.matrix(p + "attn_v.weight", {E, KVD}));
+    INFER_ASSIGN_OR_RETURN(L.wo, w.matrix(p + "attn_output.weight", {QD, E}));
+    INFER_ASSIGN_OR_RETURN(L.w_gate, w.matrix(p + "ffn_gate.weight", {E, F}));
+    INFER_ASSIGN_OR_RETURN(L.w_up, w.matrix(p + "ffn_up.weight", {E, F}));
+    INFER_ASSIGN_OR_RETURN(L.w_down, w.matrix(p + "ffn_down.weight", {F, E}));
     L.local = hp_.local[static_cast<size_t>(l)] != 0;
   }
 
@@ -189,7 +190,7 @@ Status Gemma3Model::bind() {
     info_.sliding_window = hp_.sliding_window;
     info_.window_layers = hp_.local;
   }
-  info_.fingerprint = model_fingerprint(f);
+  info_.fingerprint = model_fingerprint(f, options.weight_type);
   return Status::ok();
 }
 
@@ -277,10 +278,10 @@ Status Gemma3Model::forward(const Batch& b, const KvView& kv, float* logits, Thr
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const ModelFile> file) {
+Result<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const ModelFile> file, const LoadOptions& options) {
   INFER_ASSIGN_OR_RETURN(HParams hp, read_hparams(*file));
   auto model = std::make_unique<Gemma3Model>(std::move(file), std::move(hp));
-  INFER_RETURN_IF_ERROR(model->bind());
+  INFER_RETURN_IF_ERROR(model->bind(options));
   return std::unique_ptr<Model>(std::move(model));
 }
 

@@ -20,6 +20,6 @@
 
 namespace infer {
 
-Result<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const ModelFile> file);
+Result<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const ModelFile> file, const LoadOptions& options = {});
 
 }  // namespace infer

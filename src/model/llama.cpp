@@ -30,7 +30,7 @@ class LlamaModel final : public Model {
  public:
   LlamaModel(std::shared_ptr<const ModelFile> file, HParams hp) : file_(std::move(file)), hp_(hp) {}
 
-  Status bind();
+  Status bind(const LoadOptions& options);
   const ModelInfo& info() const noexcept override { return info_; }
   Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) override;
 
@@ -38,6 +38,7 @@ class LlamaModel final : public Model {
   std::shared_ptr<const ModelFile> file_;
   HParams hp_;
   ModelInfo info_;
+  std::deque<ConvertedTensor> converted_;  // matrices quantized at load (LoadOptions), if any
   const TensorInfo* tok_embd_ = nullptr;
   const TensorInfo* output_ = nullptr;  // token_embd when tied
   AlignedBuffer output_norm_;
@@ -100,9 +101,9 @@ Result<HParams> read_hparams(const ModelFile& f) {
   return hp;
 }
 
-Status LlamaModel::bind() {
+Status LlamaModel::bind(const LoadOptions& options) {
   const ModelFile& f = *file_;
-  WeightBinder w(f);
+  WeightBinder w(f, options.weight_type, converted_);
   // The vocabulary size comes from the embedding table; it must agree with the tokenizer's.
   const TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return malformed_file(f.path() + ": missing tensor token_embd.weight");
@@ -115,10 +116,10 @@ Status LlamaModel::bind() {
                           ", token_embd.weight has " + std::to_string(hp_.n_vocab) + " rows");
   const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff;
   const int64_t KV = static_cast<int64_t>(hp_.n_kv_heads) * hp_.head_dim;
-  INFER_ASSIGN_OR_RETURN(tok_embd_, w.require("token_embd.weight", {E, V}));
+  INFER_ASSIGN_OR_RETURN(tok_embd_, w.matrix("token_embd.weight", {E, V}));
   INFER_ASSIGN_OR_RETURN(const TensorInfo* out_norm, w.require("output_norm.weight", {E}));
   INFER_ASSIGN_OR_RETURN(output_norm_, w.load_f32(*out_norm));
-  INFER_ASSIGN_OR_RETURN(output_, w.optional("output.weight", {E, V}));
+  INFER_ASSIGN_OR_RETURN(output_, w.optional_matrix("output.weight", {E, V}));
   if (!output_) output_ = tok_embd_;  // tied embeddings
   INFER_ASSIGN_OR_RETURN(const TensorInfo* factors, w.optional("rope_freqs.weight", {hp_.n_rot / 2}));
   if (factors) {
@@ -133,13 +134,13 @@ Status LlamaModel::bind() {
     INFER_ASSIGN_OR_RETURN(L.attn_norm, w.load_f32(*an));
     INFER_ASSIGN_OR_RETURN(const TensorInfo* fn, w.require(p + "ffn_norm.weight", {E}));
     INFER_ASSIGN_OR_RETURN(L.ffn_norm, w.load_f32(*fn));
-    INFER_ASSIGN_OR_RETURN(L.wq, w.require(p + "attn_q.weight", {E, E}));
-    INFER_ASSIGN_OR_RETURN(L.wk, w.require(p + "attn_k.weight", {E, KV}));
-    INFER_ASSIGN_OR_RETURN(L.wv, w.require(p + "attn_v.weight", {E, KV}));
-    INFER_ASSIGN_OR_RETURN(L.wo, w.require(p + "attn_output.weight", {E, E}));
-    INFER_ASSIGN_OR_RETURN(L.w_gate, w.require(p + "ffn_gate.weight", {E, F}));
-    INFER_ASSIGN_OR_RETURN(L.w_up, w.require(p + "ffn_up.weight", {E, F}));
-    INFER_ASSIGN_OR_RETURN(L.w_down, w.require(p + "ffn_down.weight", {F, E}));
+    INFER_ASSIGN_OR_RETURN(L.wq, w.matrix(p + "attn_q.weight", {E, E}));
+    INFER_ASSIGN_OR_RETURN(L.wk, w.matrix(p + "attn_k.weight", {E, KV}));
+    INFER_ASSIGN_OR_RETURN(L.wv, w.matrix(p + "attn_v.weight", {E, KV}));
+    INFER_ASSIGN_OR_RETURN(L.wo, w.matrix(p + "attn_output.weight", {E, E}));
+    INFER_ASSIGN_OR_RETURN(L.w_gate, w.matrix(p + "ffn_gate.weight", {E, F}));
+    INFER_ASSIGN_OR_RETURN(L.w_up, w.matrix(p + "ffn_up.weight", {E, F}));
+    INFER_ASSIGN_OR_RETURN(L.w_down, w.matrix(p + "ffn_down.weight", {F, E}));
   }
 
   info_.architecture = "llama";
@@ -151,7 +152,7 @@ Status LlamaModel::bind() {
   info_.n_head = hp_.n_head;
   info_.n_kv_heads = hp_.n_kv_heads;
   info_.head_dim = hp_.head_dim;
-  info_.fingerprint = model_fingerprint(f);
+  info_.fingerprint = model_fingerprint(f, options.weight_type);
   return Status::ok();
 }
 
@@ -210,10 +211,10 @@ Status LlamaModel::forward(const Batch& b, const KvView& kv, float* logits, Thre
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_llama(std::shared_ptr<const ModelFile> file) {
+Result<std::unique_ptr<Model>> load_llama(std::shared_ptr<const ModelFile> file, const LoadOptions& options) {
   INFER_ASSIGN_OR_RETURN(HParams hp, read_hparams(*file));
   auto model = std::make_unique<LlamaModel>(std::move(file), hp);
-  INFER_RETURN_IF_ERROR(model->bind());
+  INFER_RETURN_IF_ERROR(model->bind(options));
   return std::unique_ptr<Model>(std::move(model));
 }
 

@@ -10,6 +10,6 @@
 
 namespace infer {
 
-Result<std::unique_ptr<Model>> load_llama(std::shared_ptr<const ModelFile> file);
+Result<std::unique_ptr<Model>> load_llama(std::shared_ptr<const ModelFile> file, const LoadOptions& options = {});
 
 }  // namespace infer

@@ -18,11 +18,13 @@ KvCacheConfig Model::kv_config(uint64_t budget_bytes, int block_size, DType kv_t
   return c;
 }
 
-Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file) {
+Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file, const LoadOptions& options) {
+  if (options.weight_type && *options.weight_type != DType::q8_0 && *options.weight_type != DType::q4_0)
+    return invalid_argument("weight_type " + std::string(dtype_name(*options.weight_type)) + ": load-time quantization writes Q8_0 or Q4_0");
   const std::string* arch = file->metadata().get_string("general.architecture");
   if (!arch) return malformed_file(file->path() + ": missing metadata key general.architecture");
-  if (*arch == "llama") return load_llama(std::move(file));
-  if (*arch == "gemma3") return load_gemma3(std::move(file));
+  if (*arch == "llama") return load_llama(std::move(file), options);
+  if (*arch == "gemma3") return load_gemma3(std::move(file), options);
   return unsupported(file->path() + ": unsupported architecture '" + *arch + "' (supported: llama, gemma3)");
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,14 @@ class Model {
   KvCacheConfig kv_config(uint64_t budget_bytes, int block_size = 16, DType kv_type = DType::f16) const;
 };
 
+struct LoadOptions {
+  // Quantize the float (F32, F16, BF16) weight matrices at load: Q8_0 or Q4_0 (every matrix
+  // whose rows are whole 32-element blocks, as llama-quantize --pure would); empty: keep the
+  // file's types. Norms and already-quantized matrices keep theirs.
+  std::optional<DType> weight_type;
+};
+
 // Loads the architecture named by the file's general.architecture; unsupported for others.
-Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file);
+Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file, const LoadOptions& options = {});
 
 }  // namespace infer

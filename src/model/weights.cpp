@@ -1,6 +1,11 @@
 #include "model/weights.hpp"
 
+#include <cmath>
+#include <vector>
+
+#include "core/status_macros.hpp"
 #include "quant/dequantize.hpp"
+#include "quant/quantize.hpp"
 
 namespace infer {
 
@@ -25,6 +30,46 @@ Result<const TensorInfo*> WeightBinder::require(const std::string& name, std::in
   auto t = optional(name, shape);
   if (t.ok() && *t == nullptr) return malformed_file(file_.path() + ": missing tensor " + name);
   return t;
+}
+
+Result<const TensorInfo*> WeightBinder::matrix(const std::string& name, std::initializer_list<int64_t> shape) {
+  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, require(name, shape));
+  return convert(t);
+}
+
+Result<const TensorInfo*> WeightBinder::optional_matrix(const std::string& name, std::initializer_list<int64_t> shape) {
+  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, optional(name, shape));
+  if (!t) return t;
+  return convert(t);
+}
+
+Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
+  if (!weight_type_ || !store_ || t->dtype == *weight_type_) return t;
+  const bool is_float = t->dtype == DType::f32 || t->dtype == DType::f16 || t->dtype == DType::bf16;
+  const int64_t n = t->shape[0], rows = t->view.rows();
+  if (!is_float || n % 32 != 0) return t;  // already quantized, or rows not made of whole blocks
+  const auto row_bytes = dtype_row_bytes(*weight_type_, static_cast<uint64_t>(n));
+  if (!row_bytes) return invalid_argument(t->name + ": row size overflows");
+  ConvertedTensor c;
+  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
+  std::vector<float> row(static_cast<size_t>(n));
+  auto* out = c.data.as<uint8_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(t->dtype, t->view.row(r), row.data(), n);
+    for (float v : row)
+      if (!std::isfinite(v)) return malformed_file(file_.path() + ": " + t->name + ": a weight is not finite (cannot quantize)");
+    void* dst = out + static_cast<size_t>(r) * *row_bytes;
+    if (*weight_type_ == DType::q8_0)
+      quantize_row_q8_0_ref(row.data(), dst, n);
+    else
+      quantize_row_q4_0_ref(row.data(), dst, n);
+  }
+  c.info = *t;
+  c.info.dtype = *weight_type_;
+  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
+  c.info.view = TensorView::contiguous(*weight_type_, t->n_dims, t->shape, c.data.data());
+  store_->push_back(std::move(c));
+  return &store_->back().info;
 }
 
 Result<AlignedBuffer> WeightBinder::load_f32(const TensorInfo& t) const {

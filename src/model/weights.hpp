@@ -2,7 +2,9 @@
 // the tensor and both shapes: "blk.3.attn_k.weight: expected [4096, 1024], found [4096, 4096]".
 #pragma once
 
+#include <deque>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,9 +14,24 @@
 
 namespace infer {
 
+// A weight matrix converted at load time (LoadOptions::weight_type); the model owns it.
+struct ConvertedTensor {
+  TensorInfo info;     // the file's tensor with the new type, size and a view of `data`
+  AlignedBuffer data;
+};
+
 class WeightBinder {
  public:
   explicit WeightBinder(const ModelFile& file) : file_(file) {}
+  // With a weight type (Q8_0 or Q4_0): matrix() quantizes float (F32, F16, BF16) matrices whose
+  // rows are whole 32-element blocks to it, with ggml's reference quantizers (what
+  // llama-quantize --pure writes), into `store`. Other matrices keep their type.
+  WeightBinder(const ModelFile& file, std::optional<DType> weight_type, std::deque<ConvertedTensor>& store)
+      : file_(file), weight_type_(weight_type), store_(&store) {}
+
+  // A 2-D weight matrix: as require() / optional(), converted to the weight type when one is set.
+  Result<const TensorInfo*> matrix(const std::string& name, std::initializer_list<int64_t> shape);
+  Result<const TensorInfo*> optional_matrix(const std::string& name, std::initializer_list<int64_t> shape);
 
   // The tensor `name` with exactly the given shape (ggml order) and a type the CPU kernels
   // compute with; a clear error otherwise.
@@ -25,7 +42,11 @@ class WeightBinder {
   Result<AlignedBuffer> load_f32(const TensorInfo& t) const;
 
  private:
+  Result<const TensorInfo*> convert(const TensorInfo* t);
+
   const ModelFile& file_;
+  std::optional<DType> weight_type_;
+  std::deque<ConvertedTensor>* store_ = nullptr;
 };
 
 // Metadata lookups that fail with a message naming the file and the key.

@@ -116,9 +116,20 @@ with tempfile.TemporaryDirectory() as tmp:
         check(len(wanted) >= 15 and same == wanted, f"--type {qt}: {len(same)} of {len(wanted)} tensors as llama-quantize's")
         q = ppl(qm)
         check(abs(q - base) / base < (0.01 if qt == "q8_0" else 0.10), f"--type {qt}: perplexity {q} against F32 {base}")
+        # Quantized at load (--weight-type) the F32 file computes exactly what the quantized file does.
+        ppl_args = ["-f", os.path.join(root, "tests/data/text/corpus.txt"), "-c", "128", "--chunks", "2", "-t", "2"]
+        at_load, _ = run([tool("infer-perplexity"), "-m", model, "--weight-type", qt] + ppl_args)
+        from_file, _ = run([tool("infer-perplexity"), "-m", qm] + ppl_args)
+        check(at_load == from_file and "PPL = " in at_load, f"--weight-type {qt}: {at_load!r} != {from_file!r}")
+        g1, _ = run(gen + ["--temp", "0", "-n", "16", "--ids", "--weight-type", qt])
+        g2, _ = run([tool("infer-generate"), "-m", qm, "-p", "The licence of the program", "-t", "2", "--temp", "0", "-n", "16", "--ids"])
+        check(g1 == g2 and g1.strip(), f"--weight-type {qt}: generated {g1!r}, the quantized file {g2!r}")
     _, err = run([tool("infer-make-model"), "-o", os.path.join(tmp, "x.gguf"), "--type", "q4_0", "--n-embd", "48",
                   "--n-head", "4", "--n-head-kv", "2", "--n-ff", "64"], expect_rc=2)
     check("multiples of 32" in err, f"--type q4_0 with n_embd 48: {err!r}")
+
+    _, err = run(gen + ["--weight-type", "q5_0"], expect_rc=2)
+    check("--weight-type" in err, f"--weight-type q5_0: {err!r}")
 
     _, err = run(gen + ["--temp", "-1"], expect_rc=2)
     check(len(err.strip().splitlines()) >= 1, "usage error without a message")

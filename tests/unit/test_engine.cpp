@@ -242,6 +242,25 @@ TEST_CASE("sliding-window models: the same tokens alone, batched and chunked", "
   }
 }
 
+TEST_CASE("weights quantized at load: batched output still equals each prompt alone", "[engine]") {
+  Workload w;
+  for (WeightType t : {WeightType::q8_0, WeightType::q4_0}) {
+    EngineConfig c;
+    c.weight_type = t;
+    c.prefix_cache = false;
+    auto e = make_engine(c);
+    std::vector<std::vector<int32_t>> alone;
+    for (size_t i = 0; i < w.prompts.size(); ++i) alone.push_back(e->generate(greedy(w.prompts[i], w.lengths[i])).value().ids);
+    CHECK(run_batched(*e) == alone);
+    // Quantized weights change the model: its tokens are not the F32 model's (random weights
+    // are far from a trained model's, so Q4_0 moves them).
+    if (t == WeightType::q4_0) CHECK(alone != reference_outputs());
+  }
+  EngineConfig bad;
+  bad.weight_type = static_cast<WeightType>(7);
+  CHECK(Engine::create(model_path(), bad).status().code() == StatusCode::invalid_argument);
+}
+
 TEST_CASE("a multi-turn conversation reuses the previous turn's KV", "[engine][prefix]") {
   auto e = make_engine();
   std::mt19937 rng(9);

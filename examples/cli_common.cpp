@@ -87,8 +87,7 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
   else if (a == "--max-waiting") c.max_waiting = static_cast<int>(integer(0, 1 << 30));
   else if (a == "--price-per-hour") c.price_per_hour = parse_double(tool, usage, a, value(), 0, 1e9);
   else if (a == "--weight-type") {
-    const auto t = parse_weight_type(tool, usage, value());
-    c.weight_type = !t ? WeightType::keep : *t == DType::q8_0 ? WeightType::q8_0 : WeightType::q4_0;
+    c.weight_type = engine_weight_type(parse_weight_type(tool, usage, value()));
   }
   else return false;
   return true;

@@ -83,6 +83,10 @@ KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType
 LoadedModel load(const char* tool, const std::string& path, bool with_model = true, const LoadOptions& options = {});
 // --weight-type: keep (nullopt), q8_0 or q4_0; a usage error otherwise.
 std::optional<DType> parse_weight_type(const char* tool, const char* usage, const std::string& text);
+// The engine's name for it.
+inline WeightType engine_weight_type(std::optional<DType> t) {
+  return !t ? WeightType::keep : *t == DType::q8_0 ? WeightType::q8_0 : WeightType::q4_0;
+}
 
 // The model a tool uses when given no -m: $INFER_MODEL, else the default model where
 // scripts/fetch-model installs it (SmolLM2-135M-Instruct under

@@ -52,6 +52,7 @@ struct Options {
   int top_probs = 0;
   std::string prompts_file;
   EngineConfig engine;
+  LoadOptions load;  // --weight-type for a single prompt
   bool stats = false;
   DType kv_type = DType::f16;
 };
@@ -88,6 +89,11 @@ Options parse(int argc, char** argv) {
     };
     auto integer = [&](long long lo, long long hi) { return cli::parse_int(kTool, kUsage, a, next(), lo, hi); };
     if (cli::parse_sampling_flag(kTool, kUsage, argc, argv, i, o.sampling)) continue;
+    if (a == "--weight-type") {  // the engine's knob, also for a single prompt
+      o.load.weight_type = cli::parse_weight_type(kTool, kUsage, next());
+      o.engine.weight_type = cli::engine_weight_type(o.load.weight_type);
+      continue;
+    }
     if (cli::parse_engine_flag(kTool, kUsage, argc, argv, i, o.engine)) continue;
     if (a == "-m" || a == "--model") o.model = next();
     else if (a == "-p" || a == "--prompt") { o.prompt = next(); have_prompt = true; }
@@ -216,9 +222,7 @@ int run_prompts(const Options& o) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (!o.prompts_file.empty()) return run_prompts(o);
-  LoadOptions load;
-  if (o.engine.weight_type != WeightType::keep) load.weight_type = o.engine.weight_type == WeightType::q8_0 ? DType::q8_0 : DType::q4_0;
-  cli::LoadedModel m = cli::load(kTool, o.model, true, load);
+    cli::LoadedModel m = cli::load(kTool, o.model, true, o.load);
 
   auto prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, o.parse_special);
   if (!prompt.ok()) cli::fail(kTool, prompt.status().message());

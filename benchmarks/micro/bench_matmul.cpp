@@ -32,37 +32,13 @@ ThreadPool& pool() {
   return p;
 }
 
-void BM_Matmul(benchmark::State& state, DType t) {
-  const int64_t n_rows = state.range(0);
-  const auto isa = static_cast<CpuIsa>(state.range(1));
+// Times matmul of an n_out x n_in weight of type t with n_rows x rows on `isa`; false (the
+// benchmark skipped) when the CPU lacks the ISA. The weight's size in bytes goes to *weight_bytes.
+bool time_matmul(benchmark::State& state, DType t, int64_t n_in, int64_t n_out, int64_t n_rows, CpuIsa isa,
+                 size_t* weight_bytes) {
   if (isa > detected_isa()) {
     state.SkipWithError("ISA not supported by this CPU");
-    return;
-  }
-  test::IsaScope scope(isa);
-  auto bytes = test::random_weights(t, kN, kN, 1);
-  const TensorView w = TensorView::contiguous(t, 2, {kN, kN, 1, 1}, bytes.data());
-  const auto x = test::random_floats(static_cast<size_t>(n_rows * kN), 2);
-  std::vector<float> y(static_cast<size_t>(n_rows * kN));
-  for (auto _ : state) {
-    matmul(w, x.data(), n_rows, kN, y.data(), kN, pool());
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes.size()));
-  state.counters["weight_GBps"] =
-      benchmark::Counter(static_cast<double>(bytes.size()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOPs"] = benchmark::Counter(2.0 * static_cast<double>(n_rows * kN * kN) / 1e9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(dtype_name(t)) + " rows=" + std::to_string(n_rows) + " " + isa_name(isa) +
-                 " threads=" + std::to_string(pool().size()));
-}
-
-void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
-  const int64_t n_in = 2048, n_out = state.range(0), n_rows = state.range(1);
-  const auto isa = static_cast<CpuIsa>(state.range(2));
-  if (isa > detected_isa()) {
-    state.SkipWithError("ISA not supported by this CPU");
-    return;
+    return false;
   }
   test::IsaScope scope(isa);
   auto bytes = test::random_weights(t, n_out, n_in, 1);
@@ -73,9 +49,30 @@ void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
     matmul(w, x.data(), n_rows, n_in, y.data(), n_out, pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["rows_per_s"] = benchmark::Counter(static_cast<double>(n_rows), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOPs"] = benchmark::Counter(2.0 * static_cast<double>(n_rows * n_in * n_out) / 1e9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
+  *weight_bytes = bytes.size();
+  return true;
+}
+
+void BM_Matmul(benchmark::State& state, DType t) {
+  const int64_t n_rows = state.range(0);
+  const auto isa = static_cast<CpuIsa>(state.range(1));
+  size_t bytes = 0;
+  if (!time_matmul(state, t, kN, kN, n_rows, isa, &bytes)) return;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(t)) + " rows=" + std::to_string(n_rows) + " " + isa_name(isa) +
+                 " threads=" + std::to_string(pool().size()));
+}
+
+void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
+  const int64_t n_in = 2048, n_out = state.range(0), n_rows = state.range(1);
+  const auto isa = static_cast<CpuIsa>(state.range(2));
+  size_t bytes = 0;
+  if (!time_matmul(state, t, n_in, n_out, n_rows, isa, &bytes)) return;
+  state.counters["rows_per_s"] = benchmark::Counter(static_cast<double>(n_rows), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) +
                  " rows=" + std::to_string(n_rows) + " " + isa_name(isa) + " threads=" + std::to_string(pool().size()));
 }

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/status_macros.hpp"
 #include "core/thread_pool.hpp"
 #include "core/timer.hpp"
 #include "format/model_file.hpp"
@@ -174,6 +175,15 @@ struct Engine::Impl {
   void finish(Seq* s, FinishReason reason, Status status);
   void emit_token(Seq* s, int32_t token, const std::string& text, bool finished, FinishReason reason);
   void check_deadlines_and_cancels();
+  // The request read() and wait() may block on (mutex_ held): not_found for an unknown or
+  // collected id, invalid_argument for a detached one.
+  Result<Seq*> readable_locked(RequestId id) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) return not_found("no request " + std::to_string(id));
+    if (it->second->request.detached)
+      return invalid_argument("request " + std::to_string(id) + " is detached: its output goes to on_event only");
+    return it->second.get();
+  }
   // Copies the worker's scheduler and KV counts into the shared statistics (mutex_ held): after
   // each step and as a request ends, so that stats() after wait() sees its blocks released.
   void publish_locked() {
@@ -349,10 +359,7 @@ Status Engine::cancel(RequestId id) {
 Result<Delta> Engine::read(RequestId id, double timeout_ms) {
   Impl& im = *impl_;
   std::unique_lock lock(im.mutex_);
-  auto it = im.requests_.find(id);
-  if (it == im.requests_.end()) return not_found("no request " + std::to_string(id));
-  Impl::Seq* s = it->second.get();
-  if (s->request.detached) return invalid_argument("request " + std::to_string(id) + " is detached: its output goes to on_event only");
+  INFER_ASSIGN_OR_RETURN(Impl::Seq* s, im.readable_locked(id));
   auto ready = [&] { return s->done || !s->pending.ids.empty() || !s->pending.text.empty(); };
   if (timeout_ms < 0) {
     s->changed.wait(lock, ready);
@@ -369,10 +376,7 @@ Result<Delta> Engine::read(RequestId id, double timeout_ms) {
 Result<Completion> Engine::wait(RequestId id) {
   Impl& im = *impl_;
   std::unique_lock lock(im.mutex_);
-  auto it = im.requests_.find(id);
-  if (it == im.requests_.end()) return not_found("no request " + std::to_string(id));
-  Impl::Seq* s = it->second.get();
-  if (s->request.detached) return invalid_argument("request " + std::to_string(id) + " is detached: its output goes to on_event only");
+  INFER_ASSIGN_OR_RETURN(Impl::Seq* s, im.readable_locked(id));
   s->changed.wait(lock, [&] { return s->done; });
   Completion c;
   c.id = id;
@@ -381,7 +385,7 @@ Result<Completion> Engine::wait(RequestId id) {
   c.text = std::move(s->text);
   c.ids = std::move(s->ids);
   c.metrics = s->metrics;
-  im.requests_.erase(it);
+  im.requests_.erase(id);
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <cassert>
+#include <type_traits>
 
 #include "kernels/cpu/qgemm.hpp"
 #include "quant/block_formats.hpp"
@@ -35,6 +36,20 @@ inline const BlockQ8_0* act_row(const void* a, int64_t as, int64_t r) {
 using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
 inline int32_t load_i32(const int8_t* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
 inline __mmask16 lanes_below(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
+
+// Calls tile(std::integral_constant<int, R>{}, r) for groups of R = 4 activation rows starting at
+// r, then once for the 1 to 3 rows left.
+template <class Tile>
+inline void by_row_groups(int64_t n_a, Tile&& tile) {
+  int64_t r = 0;
+  for (; r + 4 <= n_a; r += 4) tile(std::integral_constant<int, 4>{}, r);
+  switch (n_a - r) {
+    case 3: return tile(std::integral_constant<int, 3>{}, r);
+    case 2: return tile(std::integral_constant<int, 2>{}, r);
+    case 1: return tile(std::integral_constant<int, 1>{}, r);
+    default: return;
+  }
+}
 
 // ---- Q4_0: the 16 weight rows of a group in the 16 int32 lanes ----
 //
@@ -163,14 +178,9 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   const auto* pk = static_cast<const Q4Packed*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   const auto* ab = static_cast<const uint8_t*>(a);
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) q4_tile<4>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-  switch (n_a - r) {
-    case 3: return q4_tile<3>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-    case 2: return q4_tile<2>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-    case 1: return q4_tile<1>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-    default: return;
-  }
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    q4_tile<decltype(rows)::value>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  });
 }
 
 // ---- Q8_0: two weight rows per vector, 8 lanes each ----
@@ -289,14 +299,9 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   const auto* pk = static_cast<const Q8Packed*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   const auto* ab = static_cast<const uint8_t*>(a);
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) q8_rows<4>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-  switch (n_a - r) {
-    case 3: return q8_rows<3>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-    case 2: return q8_rows<2>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-    case 1: return q8_rows<1>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-    default: return;
-  }
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    q8_rows<decltype(rows)::value>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  });
 }
 
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, 2048 x 5632, one thread): with one row

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "infer/chat_message.hpp"
 #include "infer/export.h"
 #include "infer/status.hpp"
 
@@ -46,10 +47,20 @@ struct EngineConfig {
   bool kv_f32 = false;                 // F32 instead of F16 K/V
   WeightType weight_type = WeightType::keep;  // quantize F32/F16/BF16 weight matrices at load
   int64_t max_context = 0;             // longest sequence (prompt + output); 0 = the model's, at most 4096
+  int64_t kv_cache_tokens = 0;         // > 0: size the pool to hold this many positions (all sequences
+                                       // together) instead of kv_cache_bytes
   bool prefix_cache = true;            // reuse the KV of identical prompt prefixes across requests
   double price_per_hour = 0.0;         // machine cost, for stats().cost_per_million_tokens
   int metrics_window = 1000;           // finished requests the latency percentiles look at
+  std::string chat_template;           // chat format for messages (a name of chat_formats()); "" = the model's
+  // Called on the thread that runs create() as the model loads, with the fraction done (0 to 1,
+  // rising, 1 last); may be empty.
+  std::function<void(double fraction)> on_load_progress;
 };
+
+// The chat formats a conversation can be rendered in ("chatml", "gemma", ...): what
+// EngineConfig::chat_template accepts.
+INFER_API std::vector<std::string> chat_template_names();
 
 // How to generate (defaults: llama.cpp's sampling defaults).
 struct GenerationParams {
@@ -65,6 +76,32 @@ struct GenerationParams {
   uint64_t seed = 0;
   std::vector<std::string> stop;       // stop strings (not part of the output)
   bool ignore_eos = false;             // keep going past end-of-generation tokens
+  // Log-probabilities of the generated tokens (as OpenAI's logprobs / top_logprobs): each token's
+  // log-probability under the model's distribution (log-softmax of the logits, before penalties,
+  // temperature and truncation) and its top_logprobs most likely alternatives (0 to 20).
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+};
+
+// Scoring a prompt (perplexity, evaluation): the log-probability of each prompt token given the
+// tokens before it, for tokens [from, n) of the prompt. Such a prompt is computed in full (no
+// prefix-cache reuse of the scored part).
+struct PromptScoring {
+  int64_t from = -1;                   // first scored prompt token; -1 = off; values < 1 mean 1
+  int32_t top_logprobs = 0;            // alternatives per scored token (0 to 20)
+  bool logits = false;                 // also the raw logits (n_vocab floats) that predict each scored token
+};
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+};
+
+// One token's log-probability and, when asked, its most likely alternatives (most likely first).
+struct TokenLogprobs {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
 };
 
 enum class FinishReason : int {
@@ -88,11 +125,18 @@ struct StreamEvent {
   std::string_view text;       // valid during the callback only
   bool finished = false;
   FinishReason reason = FinishReason::none;
+  const TokenLogprobs* logprobs = nullptr;  // with GenerationParams::logprobs; valid during the callback
 };
 
 struct Request {
   std::string prompt;                  // text; tokenized with the model's BOS and special tokens
   std::vector<int32_t> prompt_ids;     // or token ids (used as they are when not empty)
+  // Or a conversation, rendered with the chat template (EngineConfig::chat_template, else the
+  // model's) and an assistant header; the answer then also ends at the template's end of turn.
+  std::vector<ChatMessage> messages;
+  bool add_special = true;             // text prompts: add BOS (as the model asks)
+  bool parse_special = true;           // text prompts: special-token text becomes special tokens
+  PromptScoring score;
   GenerationParams params;
   int priority = 0;                    // higher runs first (and is preempted last)
   double timeout_ms = 0.0;             // deadline from submit; 0 = none
@@ -124,12 +168,16 @@ struct Completion {
   std::string text;
   std::vector<int32_t> ids;
   RequestMetrics metrics;
+  std::vector<TokenLogprobs> logprobs;         // one per generated token, with GenerationParams::logprobs
+  std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens [score.from, n), with Request::score
+  std::vector<float> prompt_logits;            // with score.logits: one row of n_vocab floats per scored token
 };
 
 // New output of a request since the previous read().
 struct Delta {
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<TokenLogprobs> logprobs;  // with GenerationParams::logprobs
   bool finished = false;
   FinishReason reason = FinishReason::none;
 };
@@ -159,7 +207,14 @@ struct EngineStats {
 
 struct ModelDescription {
   std::string architecture, name;
-  int64_t n_vocab = 0, n_ctx = 0;
+  int64_t n_vocab = 0;
+  int64_t n_ctx = 0;            // the longest sequence the engine accepts (max_context)
+  int64_t n_ctx_train = 0;      // the context the model was trained with (0 when the file does not say)
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
+  int64_t n_params = 0;         // weights in the file's tensors
+  uint64_t size_bytes = 0;      // bytes of the file's tensor data
+  int32_t bos = -1, eos = -1, eot = -1;  // special token ids; -1 when the vocabulary has none
+  std::string chat_template;    // the chat format used for messages; "" when the model has none
 };
 
 class INFER_API Engine {
@@ -192,6 +247,14 @@ class INFER_API Engine {
   ModelDescription model() const;
   // Token ids of a text as submit would tokenize it (BOS and special tokens included).
   Result<std::vector<int32_t>> tokenize(std::string_view text) const;
+  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+  // The text of token ids (special tokens rendered as their text when render_special); ids
+  // outside the vocabulary are invalid_argument.
+  Result<std::string> detokenize(const std::vector<int32_t>& ids, bool render_special = false) const;
+  // A conversation as the chat template renders it (what submit tokenizes for Request::messages):
+  // invalid_argument for bad roles or order, not_found when the model has no template and
+  // EngineConfig::chat_template names none.
+  Result<std::string> render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
 
   // Diagnostics (tests, debugging): between two steps, checks the KV-cache manager's
   // bookkeeping against the live requests — reference counts, the prefix index and its LRU list,
@@ -199,6 +262,7 @@ class INFER_API Engine {
   Status check_invariants();
 
  private:
+  friend struct EngineTesting;  // tests/: a controllable clock and a step hook (src/engine/engine_testing.hpp)
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

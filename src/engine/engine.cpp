@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "core/status_macros.hpp"
+#include "engine/engine_testing.hpp"
 #include "core/thread_pool.hpp"
 #include "core/timer.hpp"
 #include "format/model_file.hpp"
@@ -28,6 +29,7 @@
 #include "sample/sampler.hpp"
 #include "sample/stop_strings.hpp"
 #include "sched/scheduler.hpp"
+#include "tokenizer/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace infer {
@@ -43,6 +45,12 @@ const char* finish_reason_name(FinishReason r) noexcept {
     case FinishReason::error: return "error";
   }
   return "?";
+}
+
+std::vector<std::string> chat_template_names() {
+  std::vector<std::string> names;
+  for (ChatFormat f : chat_formats()) names.emplace_back(chat_format_name(f));
+  return names;
 }
 
 namespace {
@@ -65,6 +73,58 @@ SamplingParams to_sampling(const GenerationParams& p) {
   s.presence_penalty = p.presence_penalty;
   s.seed = p.seed;
   return s;
+}
+
+constexpr int32_t kMaxTopLogprobs = 20;
+
+// log-softmax of one logits row, as llama.cpp's perplexity computes it (float differences, a
+// double sum): log p(i) = (logit_i - max) - log_z.
+struct LogSoftmax {
+  float max = 0;
+  double log_z = 0;
+  explicit LogSoftmax(std::span<const float> row) {
+    max = row[0];
+    for (float l : row) max = std::max(max, l);
+    double z = 0;
+    for (float l : row) z += std::exp(static_cast<double>(l - max));
+    log_z = std::log(z);
+  }
+  float operator()(float logit) const { return static_cast<float>(static_cast<double>(logit - max) - log_z); }
+};
+
+// The token's log-probability and the row's `top` most likely tokens (most likely first; ties by
+// lower id).
+TokenLogprobs token_logprobs(std::span<const float> row, int32_t token, int32_t top, std::vector<int32_t>& scratch) {
+  const LogSoftmax ls(row);
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = ls(row[static_cast<size_t>(token)]);
+  if (top > 0) {
+    scratch.resize(row.size());
+    for (size_t i = 0; i < scratch.size(); ++i) scratch[i] = static_cast<int32_t>(i);
+    const size_t k = std::min(scratch.size(), static_cast<size_t>(top));
+    std::partial_sort(scratch.begin(), scratch.begin() + static_cast<ptrdiff_t>(k), scratch.end(), [&](int32_t a, int32_t b) {
+      const float la = row[static_cast<size_t>(a)], lb = row[static_cast<size_t>(b)];
+      return la != lb ? la > lb : a < b;
+    });
+    out.top.reserve(k);
+    for (size_t i = 0; i < k; ++i) out.top.push_back({scratch[i], ls(row[static_cast<size_t>(scratch[i])])});
+  }
+  return out;
+}
+
+// Runs fn, turning any exception into a status: a host never sees one from the engine.
+template <class F>
+auto guarded(F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("out of memory");
+  } catch (const std::exception& e) {
+    return internal_error(std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    return internal_error("unexpected exception");
+  }
 }
 
 }  // namespace
@@ -98,7 +158,13 @@ struct Engine::Impl {
     std::optional<IncrementalDetokenizer> detok;
     int64_t prompt_len = 0;
     int64_t max_new = 0;       // generated tokens allowed
+    int32_t stop_token = -1;   // the chat template's end-of-turn token (messages), else -1
+    int64_t score_from = -1;   // first scored prompt token (Request::score), else -1
+    std::vector<TokenLogprobs> logprobs, prompt_logprobs;
+    std::vector<float> prompt_logits;
+    bool callback_failed = false;  // on_event threw: the request ends with an error
     Clock::time_point submitted, first_scheduled, first_token, finished_at;
+    Clock::time_point arrived;  // the real clock at submit (batch_wait_ms), whatever the test clock says
     std::optional<Clock::time_point> deadline;
     bool scheduled_once = false;
     std::string text;          // the output so far
@@ -123,6 +189,13 @@ struct Engine::Impl {
   int64_t max_context = 0;
   int64_t pool_tokens = 0;     // positions the full-attention pool holds
   Clock::time_point started;
+  // The chat template for Request::messages, or why there is none; the token that ends a turn
+  // (-1 when the end of turn is not a single control token: it is then a stop string).
+  std::optional<ChatTemplate> chat;
+  Status chat_status;
+  int32_t end_of_turn_token = -1;
+  EngineTesting::Hooks hooks;
+  Clock::time_point now() const { return hooks.clock ? hooks.clock() : Clock::now(); }
 
   // Shared state.
   mutable std::mutex mutex_;
@@ -155,6 +228,9 @@ struct Engine::Impl {
   StepPlan plan_;
   Batch batch_;
   std::vector<float> logits_;
+  std::vector<int32_t> top_scratch_;
+  std::vector<Seq*> step_seqs_;      // the requests of the step in progress
+  int64_t counters_steps_ = 0;       // forward passes started (the test hook's step number)
   std::vector<Seq*> live_;           // admitted to the scheduler, not finished
 
   ~Impl() { stop(); }
@@ -171,9 +247,12 @@ struct Engine::Impl {
 
   void worker_main();
   bool step();
+  // Ends every request of the failed step that is still live with `status` (the step threw).
+  void fail_step(const Status& status) noexcept;
   void take_incoming();
   void finish(Seq* s, FinishReason reason, Status status);
-  void emit_token(Seq* s, int32_t token, const std::string& text, bool finished, FinishReason reason);
+  void emit_token(Seq* s, int32_t token, const std::string& text, bool finished, FinishReason reason,
+                  const TokenLogprobs* logprobs = nullptr);
   void check_deadlines_and_cancels();
   // The request read() and wait() may block on (mutex_ held): not_found for an unknown or
   // collected id, invalid_argument for a detached one.
@@ -221,12 +300,25 @@ Engine::~Engine() {
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, const EngineConfig& config) {
+  return EngineTesting::create(model_path, config, {});
+}
+
+Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_path, const EngineConfig& config, Hooks hooks) {
+  return guarded([&]() -> Result<std::unique_ptr<Engine>> {
   if (config.max_batch_tokens <= 0 || config.max_sequences <= 0 || config.max_waiting < 0 || config.block_size <= 0 ||
-      config.batch_wait_ms < 0 || config.max_context < 0 || config.metrics_window <= 0 || config.price_per_hour < 0)
+      config.batch_wait_ms < 0 || config.max_context < 0 || config.metrics_window <= 0 || config.price_per_hour < 0 ||
+      config.kv_cache_tokens < 0 || !std::isfinite(config.batch_wait_ms) || !std::isfinite(config.price_per_hour))
     return invalid_argument("EngineConfig: max_batch_tokens, max_sequences and block_size must be positive; "
-                            "max_waiting, batch_wait_ms, max_context and price_per_hour not negative");
-  auto impl = std::make_unique<Impl>();
+                            "max_waiting, batch_wait_ms, max_context, kv_cache_tokens and price_per_hour not negative");
+  if (config.weight_type != WeightType::keep && config.weight_type != WeightType::q8_0 && config.weight_type != WeightType::q4_0)
+    return invalid_argument("EngineConfig: unknown weight_type " + std::to_string(static_cast<int>(config.weight_type)));
+  auto progress = [&](double f) {
+    if (config.on_load_progress) config.on_load_progress(f);
+  };
+  progress(0.0);
+  auto impl = std::make_unique<Engine::Impl>();
   impl->config = config;
+  impl->hooks = std::move(hooks);
   auto file = ModelFile::open(model_path);
   if (!file.ok()) return file.status();
   impl->file = std::make_shared<const ModelFile>(std::move(file).value());
@@ -236,7 +328,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   LoadOptions load;
   if (config.weight_type == WeightType::q8_0) load.weight_type = DType::q8_0;
   else if (config.weight_type == WeightType::q4_0) load.weight_type = DType::q4_0;
-  else if (config.weight_type != WeightType::keep) return invalid_argument("EngineConfig: unknown weight_type");
+  // The weights are most of the work: 0.05 to 0.95 of the bar.
+  if (config.on_load_progress) load.progress = [&](double f) { progress(0.05 + 0.9 * f); };
   auto model = load_model(impl->file, load);
   if (!model.ok()) return model.status();
   impl->model = std::move(model).value();
@@ -247,11 +340,27 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   const int64_t model_ctx = std::min<int64_t>(info.n_ctx_train > 0 ? info.n_ctx_train : 4096, 4096);
   impl->max_context = config.max_context > 0 ? config.max_context : model_ctx;
 
+  // The chat template: the configured format, else the model's. A model without one still
+  // serves plain prompts; messages then fail with the reason.
+  auto chat = config.chat_template.empty() ? ChatTemplate::for_model(impl->file->metadata())
+                                           : ChatTemplate::from_name(config.chat_template);
+  if (chat.ok()) {
+    impl->chat.emplace(std::move(chat).value());
+    if (auto ids = impl->tokenizer->encode(impl->chat->end_of_turn(), false, true);
+        ids.ok() && ids->size() == 1 && impl->tokenizer->is_control((*ids)[0]))
+      impl->end_of_turn_token = (*ids)[0];
+  } else if (!config.chat_template.empty()) {
+    return chat.status().with_context("EngineConfig.chat_template");
+  } else {
+    impl->chat_status = chat.status().with_context(model_path);
+  }
+
   KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, config.kv_f32 ? DType::f32 : DType::f16);
   kvc.max_sequences = config.max_sequences;
   kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
+  if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);
   auto kv = KvCacheManager::create(kvc, info.fingerprint, config.prefix_cache);
-  if (!kv.ok()) return kv.status().with_context("EngineConfig.kv_cache_bytes");
+  if (!kv.ok()) return kv.status().with_context(config.kv_cache_tokens > 0 ? "EngineConfig.kv_cache_tokens" : "EngineConfig.kv_cache_bytes");
   impl->kv.emplace(std::move(kv).value());
   // A sequence's length is bounded by the full-attention pool; a model whose layers are all
   // windowed keeps only a window per sequence, so only max_context bounds it.
@@ -259,43 +368,112 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
   impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
   impl->pool = std::make_unique<ThreadPool>(config.threads);
   impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
-  impl->started = Clock::now();
-  Impl* raw = impl.get();
+  impl->started = impl->now();
+  Engine::Impl* raw = impl.get();
   impl->worker_ = std::thread([raw] { raw->worker_main(); });
+  progress(1.0);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  });
 }
 
 Result<std::vector<int32_t>> Engine::tokenize(std::string_view text) const {
-  return impl_->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/true);
+  return tokenize(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+Result<std::vector<int32_t>> Engine::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return guarded([&]() -> Result<std::vector<int32_t>> { return impl_->tokenizer->encode(text, add_special, parse_special); });
+}
+
+Result<std::string> Engine::detokenize(const std::vector<int32_t>& ids, bool render_special) const {
+  return guarded([&]() -> Result<std::string> {
+    const int64_t n_vocab = impl_->tokenizer->vocab_size();
+    for (int32_t t : ids)
+      if (t < 0 || t >= n_vocab)
+        return invalid_argument("token id " + std::to_string(t) + " outside the vocabulary (" + std::to_string(n_vocab) + ")");
+    return impl_->tokenizer->decode(ids, DecodeOptions{.render_special = render_special});
+  });
+}
+
+Result<std::string> Engine::render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  return guarded([&]() -> Result<std::string> {
+    if (!impl_->chat) return impl_->chat_status;
+    return impl_->chat->render(messages, add_generation_prompt);
+  });
 }
 
 ModelDescription Engine::model() const {
-  const ModelInfo& info = impl_->model->info();
-  return {info.architecture, info.name, info.n_vocab, impl_->max_context};
+  const Impl& im = *impl_;
+  const ModelInfo& info = im.model->info();
+  ModelDescription d;
+  d.architecture = info.architecture;
+  d.name = info.name;
+  d.n_vocab = info.n_vocab;
+  d.n_ctx = im.max_context;
+  d.n_ctx_train = info.n_ctx_train;
+  d.n_embd = info.n_embd;
+  d.n_layer = info.n_layer;
+  d.n_head = info.n_head;
+  d.n_head_kv = info.n_kv_heads;
+  for (const TensorInfo& t : im.file->tensors()) {
+    d.size_bytes += t.nbytes;
+    int64_t n = 1;
+    for (int k = 0; k < t.n_dims; ++k) n *= t.shape[k];
+    d.n_params += n;
+  }
+  d.bos = im.tokenizer->bos_id();
+  d.eos = im.tokenizer->eos_id();
+  d.eot = im.tokenizer->eot_id();
+  if (im.chat) d.chat_template = im.chat->name();
+  return d;
 }
 
 Result<RequestId> Engine::submit(Request request) {
+  return guarded([&]() -> Result<RequestId> {
   Impl& im = *impl_;
   const GenerationParams& p = request.params;
   const SamplingParams sp = to_sampling(p);
   if (Status s = sp.validate(); !s.is_ok()) return s;
   if (p.max_tokens < -1) return invalid_argument("max_tokens must be -1 (no limit) or at least 0");
-  if (request.timeout_ms < 0) return invalid_argument("timeout_ms must not be negative");
-  auto stop = StopMatcher::create(p.stop);
+  if (!(request.timeout_ms >= 0) || std::isinf(request.timeout_ms)) return invalid_argument("timeout_ms must be finite and not negative");
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+    return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+  if (request.score.top_logprobs < 0 || request.score.top_logprobs > kMaxTopLogprobs)
+    return invalid_argument("score.top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+  if (request.score.from < -1) return invalid_argument("score.from must be -1 (off) or a prompt position");
+  const int kinds = !request.prompt.empty() + !request.prompt_ids.empty() + !request.messages.empty();
+  if (kinds > 1) return invalid_argument("give one prompt: text, token ids or messages, not several");
+  std::vector<std::string> stops = p.stop;
+  auto seq = std::make_unique<Impl::Seq>();
+  if (!request.messages.empty()) {
+    if (!im.chat) return im.chat_status;
+    // The answer ends at the template's end of turn: its token, or its text as a stop string.
+    if (im.end_of_turn_token >= 0) seq->stop_token = im.end_of_turn_token;
+    else stops.push_back(im.chat->end_of_turn());
+  }
+  auto stop = StopMatcher::create(stops);
   if (!stop.ok()) return stop.status();
 
-  auto seq = std::make_unique<Impl::Seq>();
-  seq->submitted = Clock::now();
-  if (request.prompt_ids.empty()) {
-    if (request.prompt.empty()) return invalid_argument("the prompt is empty (neither text nor token ids)");
+  seq->submitted = im.now();
+  seq->arrived = Clock::now();
+  if (!request.messages.empty() || !request.prompt.empty()) {
     Timer t;
-    auto ids = im.tokenizer->encode(request.prompt, /*add_special=*/true, /*parse_special=*/true);
+    std::string rendered;
+    if (!request.messages.empty()) {
+      auto text = im.chat->render(request.messages, /*add_generation_prompt=*/true);
+      if (!text.ok()) return text.status();
+      rendered = std::move(text).value();
+    }
+    // A chat rendering is tokenized as the template expects: BOS added, special tokens parsed.
+    const bool chat = !request.messages.empty();
+    auto ids = im.tokenizer->encode(chat ? rendered : request.prompt, chat || request.add_special, chat || request.parse_special);
     if (!ids.ok()) return ids.status();
     seq->sched.tokens = std::move(ids).value();
     std::lock_guard lock(im.mutex_);
     im.counters_.tokenize_ms += t.elapsed_ms();
-  } else {
+  } else if (!request.prompt_ids.empty()) {
     seq->sched.tokens = request.prompt_ids;
+  } else {
+    return invalid_argument("the prompt is empty (no text, token ids or messages)");
   }
   const int64_t n_vocab = im.model->info().n_vocab;
   for (int32_t t : seq->sched.tokens)
@@ -303,13 +481,25 @@ Result<RequestId> Engine::submit(Request request) {
       return invalid_argument("prompt token id " + std::to_string(t) + " outside the vocabulary (" + std::to_string(n_vocab) + ")");
   seq->prompt_len = static_cast<int64_t>(seq->sched.tokens.size());
   if (seq->prompt_len == 0) return invalid_argument("the prompt is empty (no tokens)");
-  if (seq->prompt_len >= im.max_context)
+  // A request that generates needs a position for its first token beyond the prompt.
+  const int64_t needed = seq->prompt_len + (p.max_tokens != 0 ? 1 : 0);
+  if (needed > im.max_context)
     return out_of_range("the prompt has " + std::to_string(seq->prompt_len) + " tokens; max_context is " +
                         std::to_string(im.max_context));
-  if (seq->prompt_len + 1 > im.pool_tokens)
+  if (needed > im.pool_tokens)
     return out_of_range("the prompt has " + std::to_string(seq->prompt_len) + " tokens; the KV cache holds " +
                         std::to_string(im.pool_tokens) + " (raise kv_cache_bytes)");
   seq->max_new = p.max_tokens < 0 ? im.max_context : p.max_tokens;
+  if (request.score.from >= 0) {
+    seq->score_from = std::max<int64_t>(1, request.score.from);
+    if (seq->score_from < seq->prompt_len) {
+      const auto n_scored = static_cast<size_t>(seq->prompt_len - seq->score_from);
+      seq->prompt_logprobs.resize(n_scored);
+      if (request.score.logits) seq->prompt_logits.resize(n_scored * static_cast<size_t>(n_vocab));
+    }
+    // The scored rows are computed: the prefix cache may serve only what comes before them.
+    seq->sched.cache_limit = seq->score_from;
+  }
   seq->sampler.emplace(sp);
   seq->stop.emplace(std::move(stop).value());
   // Generated text continues the prompt: its first piece keeps its leading space.
@@ -338,8 +528,8 @@ Result<RequestId> Engine::submit(Request request) {
   }
   im.work_.notify_one();
   return id;
+  });
 }
-
 
 Status Engine::cancel(RequestId id) {
   Impl& im = *impl_;
@@ -385,6 +575,9 @@ Result<Completion> Engine::wait(RequestId id) {
   c.text = std::move(s->text);
   c.ids = std::move(s->ids);
   c.metrics = s->metrics;
+  c.logprobs = std::move(s->logprobs);
+  c.prompt_logprobs = std::move(s->prompt_logprobs);
+  c.prompt_logits = std::move(s->prompt_logits);
   im.requests_.erase(id);
   return c;
 }
@@ -417,7 +610,7 @@ EngineStats Engine::stats() const {
   const Impl& im = *impl_;
   std::lock_guard lock(im.mutex_);
   EngineStats st = im.counters_;
-  st.uptime_s = std::chrono::duration<double>(Clock::now() - im.started).count();
+  st.uptime_s = std::chrono::duration<double>(im.now() - im.started).count();
   st.running = im.running_;
   st.waiting = im.queued_ + static_cast<int64_t>(im.incoming_.size());
   if (st.uptime_s > 0) {
@@ -447,14 +640,23 @@ void Engine::Impl::take_incoming() {
     std::lock_guard lock(mutex_);
     fresh.swap(incoming_);
   }
-  for (Seq* s : fresh) {
-    s->sched.owner = s;
-    scheduler->enqueue(&s->sched);
-    live_.push_back(s);
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    try {
+      live_.reserve(live_.size() + 1);
+      fresh[i]->sched.owner = fresh[i];
+      scheduler->enqueue(&fresh[i]->sched);
+      live_.push_back(fresh[i]);
+    } catch (...) {
+      // Out of memory: the rest wait for the next step, in order.
+      std::lock_guard lock(mutex_);
+      incoming_.insert(incoming_.begin(), fresh.begin() + static_cast<ptrdiff_t>(i), fresh.end());
+      throw;
+    }
   }
 }
 
-void Engine::Impl::emit_token(Seq* s, int32_t token, const std::string& text, bool finished, FinishReason reason) {
+void Engine::Impl::emit_token(Seq* s, int32_t token, const std::string& text, bool finished, FinishReason reason,
+                              const TokenLogprobs* logprobs) {
   s->text += text;
   if (token >= 0) s->ids.push_back(token);
   if (s->request.on_event) {
@@ -464,12 +666,18 @@ void Engine::Impl::emit_token(Seq* s, int32_t token, const std::string& text, bo
     ev.text = text;
     ev.finished = finished;
     ev.reason = reason;
-    s->request.on_event(ev);
+    ev.logprobs = logprobs;
+    // A host's callback that throws ends its own request (with an error), never the engine.
+    try {
+      s->request.on_event(ev);
+    } catch (...) {
+      s->callback_failed = true;
+    }
   }
 }
 
 void Engine::Impl::finish(Seq* s, FinishReason reason, Status status) {
-  s->finished_at = Clock::now();
+  s->finished_at = now();
   // What the detokenizer and the stop matcher still hold ends the text (nothing after a stop
   // string).
   std::string rest = s->stop->push(s->detok->flush()).text;
@@ -527,10 +735,10 @@ void Engine::Impl::check_deadlines_and_cancels() {
         break;
       }
   }
-  const auto now = Clock::now();
+  const auto t = now();
   std::vector<Seq*> late;
   for (Seq* s : live_)
-    if (s->deadline && now >= *s->deadline) late.push_back(s);
+    if (s->deadline && t >= *s->deadline) late.push_back(s);
   for (Seq* s : late)
     finish(s, FinishReason::deadline, deadline_exceeded("request " + std::to_string(s->sched.id) + " passed its deadline"));
 }
@@ -543,30 +751,41 @@ bool Engine::Impl::step() {
            out_of_range("request " + std::to_string(f->id) + " needs more KV cache than the pool holds (" +
                         std::to_string(pool_tokens) + " positions; raise kv_cache_bytes)"));
   }
+  for (const StepEntry& e : plan_.entries) step_seqs_.push_back(static_cast<Seq*>(e.seq->owner));
   if (plan_.entries.empty()) {
     std::lock_guard lock(mutex_);
     counters_.schedule_ms += t_schedule.elapsed_ms();
     counters_.preemptions = scheduler->preemptions();
     return false;
   }
-  // The batch: each entry's rows, the last one wanting logits when the chunk ends the known tokens.
+  // The batch: each entry's rows. A row wants logits when it ends the known tokens (it samples)
+  // or when it predicts a scored prompt token.
   batch_.clear();
-  const auto now = Clock::now();
+  const auto t_now = now();
   for (size_t i = 0; i < plan_.entries.size(); ++i) {
     const StepEntry& e = plan_.entries[i];
+    const Seq* s = static_cast<const Seq*>(e.seq->owner);
     batch_.sequences.push_back(BatchSequence(e.seq->kv.kv));
-    for (int64_t p = e.first; p < e.first + e.n; ++p)
-      batch_.add(e.seq->tokens[static_cast<size_t>(p)], static_cast<int32_t>(p), static_cast<int32_t>(i),
-                 e.wants_logits && p + 1 == e.first + e.n);
+    for (int64_t p = e.first; p < e.first + e.n; ++p) {
+      const bool samples = e.wants_logits && p + 1 == e.first + e.n;
+      const bool scores = s->score_from >= 0 && p + 1 >= s->score_from && p + 1 < s->prompt_len;
+      batch_.add(e.seq->tokens[static_cast<size_t>(p)], static_cast<int32_t>(p), static_cast<int32_t>(i), samples || scores);
+    }
   }
+  const size_t n_vocab = static_cast<size_t>(model->info().n_vocab);
+  const size_t logit_rows = static_cast<size_t>(batch_.logit_rows());
+  // Grows only for scored prompts (at most max_batch_tokens rows), once.
+  if (logits_.size() < logit_rows * n_vocab) logits_.resize(logit_rows * n_vocab);
   for (Seq* s : live_)
     if (s->sched.running && !s->scheduled_once) {
       s->scheduled_once = true;
-      s->first_scheduled = now;
+      s->first_scheduled = t_now;
     }
   const double schedule_ms = t_schedule.elapsed_ms();
 
   Timer t_forward;
+  if (hooks.before_forward) hooks.before_forward(*pool, counters_steps_);
+  ++counters_steps_;
   const Status fs = model->forward(batch_, kv->view(), logits_.data(), *pool);
   const double forward_ms = t_forward.elapsed_ms();
   int64_t prompt_rows = 0;
@@ -578,7 +797,7 @@ bool Engine::Impl::step() {
   if (kv->prefix_cache())
     for (const StepEntry& e : plan_.entries) kv->commit_full_blocks(e.seq->kv, e.seq->tokens);
 
-  // Sample the rows that want logits, in entry order (the order of the logits).
+  // Rows with logits come in row order: each entry's scored rows, then its sampling row.
   double sample_ms = 0, detok_ms = 0;
   int64_t generated = 0;
   size_t logit_row = 0;
@@ -587,10 +806,22 @@ bool Engine::Impl::step() {
     Seq* s = static_cast<Seq*>(e.seq->owner);
     const int64_t prompt_part = std::max<int64_t>(0, std::min(e.first + e.n, s->prompt_len) - e.first);
     prompt_rows += prompt_part;
+    for (int64_t p = e.first; p < e.first + e.n; ++p) {
+      if (!(s->score_from >= 0 && p + 1 >= s->score_from && p + 1 < s->prompt_len)) continue;
+      const std::span<const float> row(logits_.data() + logit_row * n_vocab, n_vocab);
+      ++logit_row;
+      // A preempted request computes these rows again, to the same values.
+      const auto k = static_cast<size_t>(p + 1 - s->score_from);
+      s->prompt_logprobs[k] = token_logprobs(row, s->sched.tokens[static_cast<size_t>(p + 1)], s->request.score.top_logprobs, top_scratch_);
+      if (!s->prompt_logits.empty()) std::copy(row.begin(), row.end(), s->prompt_logits.begin() + static_cast<ptrdiff_t>(k * n_vocab));
+    }
     if (!e.wants_logits) continue;
-    const std::span<const float> row(logits_.data() + logit_row * static_cast<size_t>(model->info().n_vocab),
-                                     static_cast<size_t>(model->info().n_vocab));
+    const std::span<const float> row(logits_.data() + logit_row * n_vocab, n_vocab);
     ++logit_row;
+    if (s->callback_failed) {
+      ended.push_back({s, FinishReason::error});
+      continue;
+    }
     if (s->max_new == 0) {
       ended.push_back({s, FinishReason::length});
       continue;
@@ -598,10 +829,15 @@ bool Engine::Impl::step() {
     Timer t_sample;
     const int32_t tok = s->sampler->sample(row, s->sched.tokens);
     sample_ms += t_sample.elapsed_ms();
-    if (s->ids.empty()) s->first_token = Clock::now();
-    if (!s->request.params.ignore_eos && tokenizer->is_eog(tok)) {
+    if (s->ids.empty()) s->first_token = now();
+    if ((!s->request.params.ignore_eos && tokenizer->is_eog(tok)) || tok == s->stop_token) {
       ended.push_back({s, FinishReason::stop});
       continue;
+    }
+    const TokenLogprobs* lp = nullptr;
+    if (s->request.params.logprobs) {
+      s->logprobs.push_back(token_logprobs(row, tok, s->request.params.top_logprobs, top_scratch_));
+      lp = &s->logprobs.back();
     }
     ++generated;
     s->sched.tokens.push_back(tok);
@@ -612,10 +848,12 @@ bool Engine::Impl::step() {
       std::lock_guard lock(mutex_);
       s->pending.ids.push_back(tok);
       s->pending.text += out.text;
+      if (lp) s->pending.logprobs.push_back(*lp);
       s->changed.notify_all();
     }
-    emit_token(s, tok, out.text, false, FinishReason::none);
-    if (out.stopped) ended.push_back({s, FinishReason::stop});
+    emit_token(s, tok, out.text, false, FinishReason::none, lp);
+    if (s->callback_failed) ended.push_back({s, FinishReason::error});
+    else if (out.stopped) ended.push_back({s, FinishReason::stop});
     else if (static_cast<int64_t>(s->ids.size()) >= s->max_new) ended.push_back({s, FinishReason::length});
     else if (static_cast<int64_t>(s->sched.tokens.size()) >= max_context) ended.push_back({s, FinishReason::context});
   }
@@ -632,8 +870,38 @@ bool Engine::Impl::step() {
     counters_.computed_prompt_tokens += prompt_rows;
     counters_.preemptions = scheduler->preemptions();
   }
-  for (auto [s, reason] : ended) finish(s, reason, Status::ok());
+  for (auto [s, reason] : ended)
+    finish(s, reason,
+           reason == FinishReason::error ? internal_error("request " + std::to_string(s->sched.id) + ": its on_event callback threw")
+                                         : Status::ok());
   return true;
+}
+
+void Engine::Impl::fail_step(const Status& status) noexcept {
+  for (Seq* s : step_seqs_) {
+    // Compared, never dereferenced, until known live: an ended request may already be freed.
+    if (std::find(live_.begin(), live_.end(), s) == live_.end()) continue;
+    try {
+      finish(s, FinishReason::error, status);
+    } catch (...) {
+      // finish() itself failed (no memory for the final event): drop the request's blocks and
+      // mark it done so that nobody waits for it forever.
+      try {
+        scheduler->remove(&s->sched);
+        live_.erase(std::find(live_.begin(), live_.end(), s));
+        std::lock_guard lock(mutex_);
+        s->done = true;
+        s->reason = FinishReason::error;
+        s->status = status;
+        --in_flight_;
+        s->changed.notify_all();
+        if (s->request.detached) requests_.erase(s->sched.id);
+      } catch (...) {
+      }
+    }
+  }
+  plan_.clear();
+  idle_.notify_all();
 }
 
 void Engine::Impl::worker_main() {
@@ -650,7 +918,7 @@ void Engine::Impl::worker_main() {
         // Gather a batch: an idle engine holds its first request up to batch_wait_ms (from its
         // submit) while more arrive, unless max_sequences of them are already there.
         if (config.batch_wait_ms > 0 && !stop_worker_ && !incoming_.empty()) {
-          const auto until = incoming_.front()->submitted + std::chrono::duration_cast<Clock::duration>(
+          const auto until = incoming_.front()->arrived + std::chrono::duration_cast<Clock::duration>(
                                                                 std::chrono::duration<double, std::milli>(config.batch_wait_ms));
           work_.wait_until(lock, until, [&] {
             return stop_worker_ || check_requested_ || !cancels_.empty() ||
@@ -661,20 +929,32 @@ void Engine::Impl::worker_main() {
       if (stop_worker_ && live_.empty() && incoming_.empty()) return;
       worker_idle_ = false;
     }
-    take_incoming();
-    {
-      std::unique_lock lock(mutex_);
-      if (check_requested_) {
-        std::vector<const KvSequence*> live;
-        for (Seq* s : live_) live.push_back(&s->sched.kv);
-        check_result_ = kv->check(live);
-        check_requested_ = false;
-        check_done_ = true;
-        check_cv_.notify_all();
+    // Nothing a step throws (a failed allocation, a pool task's exception, a bug) leaves the
+    // worker: the step's requests end with the error and the engine goes on serving the rest.
+    bool progressed = true;
+    step_seqs_.clear();
+    try {
+      take_incoming();
+      {
+        std::unique_lock lock(mutex_);
+        if (check_requested_) {
+          std::vector<const KvSequence*> live;
+          for (Seq* s : live_) live.push_back(&s->sched.kv);
+          check_result_ = kv->check(live);
+          check_requested_ = false;
+          check_done_ = true;
+          check_cv_.notify_all();
+        }
       }
+      check_deadlines_and_cancels();
+      progressed = step();
+    } catch (const std::bad_alloc&) {
+      fail_step(out_of_memory("out of memory in an engine step"));
+    } catch (const std::exception& e) {
+      fail_step(internal_error(std::string("an engine step failed: ") + e.what()));
+    } catch (...) {
+      fail_step(internal_error("an engine step failed"));
     }
-    check_deadlines_and_cancels();
-    const bool progressed = step();
     {
       std::lock_guard lock(mutex_);
       publish_locked();

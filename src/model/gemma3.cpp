@@ -137,7 +137,7 @@ Result<HParams> read_hparams(const ModelFile& f) {
 
 Status Gemma3Model::bind(const LoadOptions& options) {
   const ModelFile& f = *file_;
-  WeightBinder w(f, options.weight_type, converted_);
+  WeightBinder w(f, options.weight_type, converted_, options.progress);
   const TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return malformed_file(f.path() + ": missing tensor token_embd.weight");
   hp_.n_vocab = embd->shape[1];

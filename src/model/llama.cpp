@@ -103,7 +103,7 @@ Result<HParams> read_hparams(const ModelFile& f) {
 
 Status LlamaModel::bind(const LoadOptions& options) {
   const ModelFile& f = *file_;
-  WeightBinder w(f, options.weight_type, converted_);
+  WeightBinder w(f, options.weight_type, converted_, options.progress);
   // The vocabulary size comes from the embedding table; it must agree with the tokenizer's.
   const TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return malformed_file(f.path() + ": missing tensor token_embd.weight");

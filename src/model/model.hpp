@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,8 @@ struct LoadOptions {
   // whose rows are whole 32-element blocks, as llama-quantize --pure would); empty: keep the
   // file's types. Norms and already-quantized matrices keep theirs.
   std::optional<DType> weight_type;
+  // Hears the fraction of the weights bound (0 to 1) while the model loads; may be empty.
+  std::function<void(double)> progress;
 };
 
 // Loads the architecture named by the file's general.architecture; unsupported for others.

@@ -1,5 +1,6 @@
 #include "model/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -8,6 +9,12 @@
 #include "quant/quantize.hpp"
 
 namespace infer {
+
+WeightBinder::WeightBinder(const ModelFile& file, std::optional<DType> weight_type, std::deque<ConvertedTensor>& store,
+                           std::function<void(double)> progress)
+    : file_(file), weight_type_(weight_type), store_(&store), progress_(std::move(progress)) {
+  for (const TensorInfo& t : file.tensors()) total_bytes_ += t.nbytes;
+}
 
 Result<const TensorInfo*> WeightBinder::optional(const std::string& name, std::initializer_list<int64_t> shape) const {
   const TensorInfo* t = file_.find_tensor(name);
@@ -44,6 +51,10 @@ Result<const TensorInfo*> WeightBinder::optional_matrix(const std::string& name,
 }
 
 Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
+  if (progress_ && total_bytes_ > 0) {
+    bound_bytes_ += t->nbytes;
+    progress_(std::min(1.0, static_cast<double>(bound_bytes_) / static_cast<double>(total_bytes_)));
+  }
   if (!weight_type_ || !store_ || t->dtype == *weight_type_) return t;
   const bool is_float = t->dtype == DType::f32 || t->dtype == DType::f16 || t->dtype == DType::bf16;
   const int64_t n = t->shape[0], rows = t->view.rows();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -26,8 +27,10 @@ class WeightBinder {
   // With a weight type (Q8_0 or Q4_0): matrix() quantizes float (F32, F16, BF16) matrices whose
   // rows are whole 32-element blocks to it, with ggml's reference quantizers (what
   // llama-quantize --pure writes), into `store`. Other matrices keep their type.
-  WeightBinder(const ModelFile& file, std::optional<DType> weight_type, std::deque<ConvertedTensor>& store)
-      : file_(file), weight_type_(weight_type), store_(&store) {}
+  // `progress`, when set, hears the fraction of the file's tensor bytes bound so far as
+  // matrices are bound (and converted).
+  WeightBinder(const ModelFile& file, std::optional<DType> weight_type, std::deque<ConvertedTensor>& store,
+               std::function<void(double)> progress = {});
 
   // A 2-D weight matrix: as require() / optional(), converted to the weight type when one is set.
   Result<const TensorInfo*> matrix(const std::string& name, std::initializer_list<int64_t> shape);
@@ -47,6 +50,8 @@ class WeightBinder {
   const ModelFile& file_;
   std::optional<DType> weight_type_;
   std::deque<ConvertedTensor>* store_ = nullptr;
+  std::function<void(double)> progress_;
+  uint64_t total_bytes_ = 0, bound_bytes_ = 0;
 };
 
 // Metadata lookups that fail with a message naming the file and the key.

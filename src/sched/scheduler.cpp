@@ -1,6 +1,7 @@
 #include "sched/scheduler.hpp"
 
 #include <algorithm>
+#include <span>
 
 namespace infer {
 
@@ -92,7 +93,9 @@ void Scheduler::schedule(StepPlan& plan) {
     // 3. Admission: the queue's head first, never skipped.
     while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < config_.max_sequences) {
       SchedSequence* s = *waiting_.begin();
-      const int64_t cached = kv_.match_prefix(s->kv, s->tokens);
+      std::span<const int32_t> lookup(s->tokens);
+      if (s->cache_limit >= 0) lookup = lookup.first(std::min<size_t>(lookup.size(), static_cast<size_t>(s->cache_limit)));
+      const int64_t cached = kv_.match_prefix(s->kv, lookup);
       s->n_computed = cached;
       const int64_t remaining = static_cast<int64_t>(s->tokens.size()) - s->n_computed;
       const int64_t n = fit(*s, std::min(remaining, budget));

@@ -40,6 +40,8 @@ struct SchedSequence {
   int64_t preemptions = 0;
   int64_t cached_tokens = 0;   // positions the last admission took from the prefix cache
   bool ever_admitted = false;
+  int64_t cache_limit = -1;    // prompt tokens the prefix-cache lookup may cover (-1: all); a scored
+                               // prompt's scored rows must be computed, not taken from the cache
   void* owner = nullptr;       // the engine's request record
 };
 

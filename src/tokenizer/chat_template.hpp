@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "format/metadata.hpp"
+#include "infer/chat_message.hpp"
 #include "infer/status.hpp"
 
 namespace infer {
@@ -45,11 +46,6 @@ const char* chat_format_name(ChatFormat format) noexcept;
 std::span<const ChatFormat> chat_formats() noexcept;
 // "chatml, gemma, ..., zephyr": for error messages and --chat-template-list.
 std::string chat_format_name_list();
-
-struct ChatMessage {
-  std::string role;     // "system", "user" or "assistant"
-  std::string content;
-};
 
 class ChatTemplate {
  public:

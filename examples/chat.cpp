@@ -1,17 +1,22 @@
-// infer-chat: the reference chat client. Renders the conversation with the model's chat template
-// (src/tokenizer/chat_template.hpp), streams each answer to stdout, and keeps the KV cache across
-// turns: only the tokens after the common prefix of the new rendering and the cache are evaluated.
-// docs/chat.md describes it; see the usage text below.
+// infer-chat: the reference chat client, over the public Engine API only. Each turn submits the
+// whole conversation as Request::messages (the engine renders it with the chat template and
+// reuses the KV of the earlier turns through its prefix cache), streams the answer with read(),
+// and keeps the answer in the conversation. Ctrl-C cancels the answer being generated; at the
+// prompt it exits. docs/chat.md describes it; see the usage text below.
+#include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
-#include <iostream>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cli_common.hpp"
-#include "sample/stop_strings.hpp"
-#include "tokenizer/chat_template.hpp"
+#include "infer/engine.hpp"
 
 namespace {
 
@@ -27,13 +32,27 @@ constexpr const char* kUsageHead =
     "  --chat-template-list print the format names and exit\n"
     "  --show-prompt        print the rendered conversation to stderr before each answer\n"
     "  --echo               print each user turn (\"> TEXT\") to stdout before its answer (a transcript)\n"
+    "  --json               print each turn as one JSON object on stdout (text, ids, finish_reason,\n"
+    "                       metrics) instead of streaming the answer\n"
     "  -n N                 tokens per answer at most (default -1: until end of turn or context)\n"
     "  -c N                 context size in tokens (default: the model's, at most 4096)\n"
     "  -b N                 prompt tokens per forward step (default 512)\n"
     "  -t N                 compute threads (default: all cores)\n";
 constexpr const char* kUsageTail =
     "  --kv-type f16|f32    KV cache element type (default f16)\n"
-    "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n";
+    "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n"
+    "A line (or -p turn) that starts with / is a command: /reset, /system TEXT, /stats, /help,\n"
+    "/quit (// sends a turn that starts with /). Ctrl-C cancels the answer being generated; at the\n"
+    "prompt it exits.\n";
+constexpr const char* kCommands =
+    "commands:\n"
+    "  /reset          start a new conversation (the system message stays)\n"
+    "  /system TEXT    set the system message (empty: none) and start a new conversation\n"
+    "  /stats          the last turn's TTFT, tokens/s and cached prompt tokens; the KV blocks\n"
+    "  /help           this list\n"
+    "  /quit           exit (as does the end of input, or Ctrl-C at the prompt)\n"
+    "  //TEXT          a user turn that starts with /TEXT\n"
+    "Ctrl-C while an answer streams cancels it; the partial answer stays in the conversation.\n";
 
 const std::string kUsageText = std::string(kUsageHead) + cli::kSamplingUsage + kUsageTail;
 const char* const kUsage = kUsageText.c_str();
@@ -41,17 +60,17 @@ const char* const kUsage = kUsageText.c_str();
 struct Options {
   std::string model, system, chat_template;
   std::vector<std::string> turns;
-  int64_t n_predict = -1, n_ctx = 0, n_batch = 512;
+  int64_t n_ctx = 0, n_batch = 512;
   int threads = 0;
-  SamplingParams sampling;
-  bool show_prompt = false, echo = false;
-  DType kv_type = DType::f16;
-  LoadOptions load;
+  GenerationParams sampling;
+  bool show_prompt = false, echo = false, json = false, kv_f32 = false;
+  WeightType weight_type = WeightType::keep;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
   cli::set_sampling_defaults(o.sampling);
+  o.sampling.max_tokens = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -65,133 +84,296 @@ Options parse(int argc, char** argv) {
     else if (a == "--system") o.system = next();
     else if (a == "--chat-template") o.chat_template = next();
     else if (a == "--chat-template-list") {
-      for (ChatFormat f : chat_formats()) std::printf("%s\n", chat_format_name(f));
+      for (const std::string& name : chat_template_names()) std::printf("%s\n", name.c_str());
       std::exit(0);
     } else if (a == "--show-prompt") o.show_prompt = true;
     else if (a == "--echo") o.echo = true;
-    else if (a == "-n" || a == "--n-predict") o.n_predict = integer(-1, 1 << 30);
+    else if (a == "--json") o.json = true;
+    else if (a == "-n" || a == "--n-predict") o.sampling.max_tokens = integer(-1, 1 << 30);
     else if (a == "-c" || a == "--ctx-size") o.n_ctx = integer(1, 1 << 24);
     else if (a == "-b" || a == "--batch-size") o.n_batch = integer(1, 1 << 16);
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
-    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
-    else if (a == "--weight-type") o.load.weight_type = cli::parse_weight_type(kTool, kUsage, next());
+    else if (a == "--kv-type") o.kv_f32 = cli::parse_kv_f32(kTool, kUsage, next());
+    else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
   }
   o.model = cli::model_or_default(kTool, o.model, kUsage);
-  if (Status s = o.sampling.validate(); !s.is_ok()) cli::usage_error(kTool, s.message(), kUsage);
   return o;
 }
 
-void emit(const std::string& text) {
-  if (text.empty()) return;
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+// Set by SIGINT (Ctrl-C); the main thread polls it while an answer streams and at the prompt.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) { g_interrupted = 1; }
+
+// The handler runs on the main thread only: SIGINT stays blocked in every thread the engine
+// starts (they inherit the mask in force during Engine::create). Without SA_RESTART, a blocking
+// wait on stdin returns EINTR.
+void install_sigint_handler() {
+  struct sigaction current {};
+  sigaction(SIGINT, nullptr, &current);
+  if (current.sa_handler == SIG_IGN) return;  // started with Ctrl-C ignored (a background job)
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
 }
 
+void set_sigint_blocked(bool blocked) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+enum class Input { line, end, interrupted };
+
 // The next user turn: the scripted ones in order, else a line of stdin (a "> " prompt on a
-// terminal); false at the end.
+// terminal, empty lines skipped). Waiting on stdin ends early, race-free, when SIGINT arrives.
 class TurnSource {
  public:
   explicit TurnSource(const std::vector<std::string>& scripted) : scripted_(scripted), interactive_(isatty(STDIN_FILENO)) {}
-  bool next(std::string& turn) {
+  bool interactive() const { return interactive_ && scripted_.empty(); }
+
+  Input next(std::string& turn) {
     if (!scripted_.empty()) {
-      if (index_ == scripted_.size()) return false;
+      if (index_ == scripted_.size()) return Input::end;
       turn = scripted_[index_++];
-      return true;
+      return Input::line;
     }
     while (true) {
-      if (interactive_) emit("> ");
-      if (!std::getline(std::cin, turn)) return false;
+      if (interactive_) cli::emit("> ");
+      const Input in = read_line(turn);
+      if (in != Input::line) return in;
       if (!turn.empty() && turn.back() == '\r') turn.pop_back();
-      if (!turn.empty()) return true;
+      if (!turn.empty()) return Input::line;
     }
   }
 
  private:
+  Input read_line(std::string& line) {
+    for (;;) {
+      if (const size_t nl = buffer_.find('\n'); nl != std::string::npos) {
+        line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return Input::line;
+      }
+      if (eof_) {
+        if (buffer_.empty()) return Input::end;
+        line = std::move(buffer_);
+        buffer_.clear();
+        return Input::line;
+      }
+      // SIGINT is blocked between the check of the flag and the wait, and unblocked atomically
+      // by ppoll: a Ctrl-C in between is not lost.
+      sigset_t sigint, old;
+      sigemptyset(&sigint);
+      sigaddset(&sigint, SIGINT);
+      pthread_sigmask(SIG_BLOCK, &sigint, &old);
+      if (g_interrupted) {
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        return Input::interrupted;
+      }
+      sigset_t during = old;
+      sigdelset(&during, SIGINT);
+      pollfd pfd{STDIN_FILENO, POLLIN, 0};
+      const int ready = ppoll(&pfd, 1, nullptr, &during);
+      const int poll_errno = errno;
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      if (ready < 0) {
+        if (poll_errno == EINTR) continue;
+        cli::fail(kTool, std::string("stdin: ") + std::strerror(poll_errno));
+      }
+      char chunk[4096];
+      const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        cli::fail(kTool, std::string("stdin: ") + std::strerror(errno));
+      }
+      if (n == 0) eof_ = true;
+      else buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
   const std::vector<std::string>& scripted_;
   bool interactive_;
   size_t index_ = 0;
+  std::string buffer_;
+  bool eof_ = false;
 };
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
+// The per-turn stderr line's name of how an answer ended: "eog" for the end of turn (or another
+// end-of-generation token), as the earlier infer-chat and llama.cpp's references name it.
+const char* finish_name(FinishReason r) { return r == FinishReason::stop ? "eog" : finish_reason_name(r); }
+
+std::string completion_json(int turn, const Completion& c) {
+  const RequestMetrics& m = c.metrics;
+  std::string out = "{\"turn\": " + std::to_string(turn) + ", \"text\": " + cli::json_quote(c.text) + ", \"ids\": [";
+  for (size_t i = 0; i < c.ids.size(); ++i) out += (i ? ", " : "") + std::to_string(c.ids[i]);
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "], \"finish_reason\": \"%s\", \"metrics\": {\"prompt_tokens\": %lld, \"cached_tokens\": %lld, "
+                "\"generated_tokens\": %lld, \"queue_ms\": %.3f, \"ttft_ms\": %.3f, \"tpot_ms\": %.3f, \"e2e_ms\": %.3f}}\n",
+                finish_reason_name(c.reason), static_cast<long long>(m.prompt_tokens), static_cast<long long>(m.cached_tokens),
+                static_cast<long long>(m.generated_tokens), m.queue_ms, m.ttft_ms, m.tpot_ms, m.e2e_ms);
+  return out + buf;
+}
+
+void print_stats(const Engine& engine, int turn, const RequestMetrics* last) {
+  std::string line = std::string(kTool) + ": /stats: ";
+  char buf[512];
+  if (last) {
+    std::snprintf(buf, sizeof buf,
+                  "turn %d: TTFT %.1f ms, %.2f tokens/s, prompt %lld tokens (%lld cached prompt tokens), answer %lld tokens | ",
+                  turn, last->ttft_ms, last->tpot_ms > 0 ? 1000.0 / last->tpot_ms : 0.0, static_cast<long long>(last->prompt_tokens),
+                  static_cast<long long>(last->cached_tokens), static_cast<long long>(last->generated_tokens));
+    line += buf;
+  } else {
+    line += "no turn yet | ";
+  }
+  const EngineStats st = engine.stats();
+  std::snprintf(buf, sizeof buf,
+                "all turns: prompt %lld tokens (%lld cached), generated %lld | KV blocks: %lld in use, %lld cached, %lld free, "
+                "%lld in all\n",
+                static_cast<long long>(st.prompt_tokens), static_cast<long long>(st.cached_prompt_tokens),
+                static_cast<long long>(st.generated_tokens), static_cast<long long>(st.kv_blocks_used),
+                static_cast<long long>(st.kv_blocks_cached), static_cast<long long>(st.kv_blocks_free),
+                static_cast<long long>(st.kv_blocks_total));
+  std::fputs((line + buf).c_str(), stderr);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  cli::LoadedModel m = cli::load(kTool, o.model, true, o.load);
-  const Tokenizer& tok = *m.tokenizer;
-
-  auto chosen = o.chat_template.empty() ? ChatTemplate::for_model(m.file->metadata()) : ChatTemplate::from_name(o.chat_template);
-  if (!chosen.ok()) cli::fail(kTool, (o.chat_template.empty() ? o.model + ": " : std::string()) + chosen.status().message());
-  const ChatTemplate tmpl = std::move(chosen).value();
-
-  // The end-of-turn marker ends an answer as a token when the vocabulary has it as one, and as a
-  // stop string otherwise (a vocabulary without the format's special tokens).
-  int32_t end_token = -1;
-  if (auto ids = tok.encode(tmpl.end_of_turn(), false, true); ids.ok() && ids->size() == 1 && tok.is_control((*ids)[0]))
-    end_token = (*ids)[0];
-
-  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : cli::default_context(m.model->info());
-  cli::Decoder decoder(kTool, *m.model, n_ctx, o.kv_type, o.threads, o.n_batch);
-  Sampler sampler(o.sampling);
-  // Answers follow the assistant header: the first piece keeps its leading space, so the text
-  // re-encodes to the tokens that were generated.
-  IncrementalDetokenizer detok(tok, DecodeOptions{.keep_leading_space = true});
-
-  std::vector<ChatMessage> messages;
-  if (!o.system.empty()) messages.push_back({"system", o.system});
-  TurnSource source(o.turns);
-  std::string user;
-  for (int turn = 1; source.next(user); ++turn) {
-    messages.push_back({"user", user});
-    if (o.echo) emit("> " + user + "\n");
-    auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true);
-    if (!rendered.ok()) cli::fail(kTool, rendered.status().message());
-    if (o.show_prompt) std::fputs(rendered->c_str(), stderr);
-    auto encoded = tok.encode(*rendered, /*add_special=*/true, /*parse_special=*/true);
-    if (!encoded.ok()) cli::fail(kTool, encoded.status().message());
-    const std::vector<int32_t>& ids = *encoded;
-    if (static_cast<int64_t>(ids.size()) >= n_ctx)
-      cli::fail(kTool, "context full: the conversation has " + std::to_string(ids.size()) + " tokens; the context holds " +
-                           std::to_string(n_ctx) + " (raise -c)");
-
-    // Earlier turns re-encode to the cached tokens, normally; from the first difference on the
-    // cache is evaluated again. At least one token is evaluated, for its logits.
-    size_t reused = common_prefix(ids, decoder.tokens());
-    if (reused == ids.size()) --reused;
-    reused = decoder.truncate(reused);
-    if (!decoder.eval(std::span<const int32_t>(ids).subspan(reused))) cli::fail(kTool, "context full");
-
-    auto stop = StopMatcher::create({tmpl.end_of_turn()});
-    if (!stop.ok()) cli::fail(kTool, stop.status().message());
-    detok.reset();
-    std::string answer;
-    const cli::GenerateLimits limits{.max_tokens = o.n_predict, .stop_at_eog = true, .stop_token = end_token};
-    const cli::Generated gen = cli::generate(decoder, sampler, tok, limits, [&](int32_t id) {
-      auto out = stop->push(detok.push(id));
-      emit(out.text);
-      answer += out.text;
-      return !out.stopped;
-    });
-    if (gen.finish != cli::Finish::stop) {
-      std::string rest = stop->push(detok.flush()).text + stop->flush();
-      emit(rest);
-      answer += rest;
+  if (!o.chat_template.empty()) {
+    const std::vector<std::string> names = chat_template_names();
+    if (std::find(names.begin(), names.end(), o.chat_template) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      cli::fail(kTool, "unknown chat template '" + o.chat_template + "'; the known ones are: " + known);
     }
-    emit("\n");
-    messages.push_back({"assistant", answer});
-    std::fprintf(stderr, "%s: turn %d: prompt %zu tokens (%zu from the cache, %zu evaluated), answer %zu tokens, finish: %s\n",
-                 kTool, turn, ids.size(), reused, ids.size() - reused, gen.ids.size(), cli::finish_name(gen.finish));
-    if (gen.finish == cli::Finish::context)
-      cli::fail(kTool, "context full after " + std::to_string(decoder.tokens().size() + 1) + " tokens (raise -c)");
+  }
+
+  EngineConfig config;
+  config.threads = o.threads;
+  config.max_sequences = 1;
+  config.max_context = o.n_ctx;
+  config.kv_cache_tokens = cli::kv_tokens_for_context(o.n_ctx);
+  config.max_batch_tokens = o.n_batch;
+  config.kv_f32 = o.kv_f32;
+  config.weight_type = o.weight_type;
+  config.chat_template = o.chat_template;
+  config.on_load_progress = cli::load_progress_bar(kTool);
+  // The engine's threads start with SIGINT blocked, so that Ctrl-C always reaches the main thread
+  // (a Ctrl-C while the model loads ends the program once create returns).
+  set_sigint_blocked(true);
+  auto created = Engine::create(o.model, config);
+  set_sigint_blocked(false);
+  if (!created.ok()) cli::fail(kTool, created.status().message());
+  install_sigint_handler();
+  Engine& engine = **created;
+  const ModelDescription model = engine.model();
+  if (model.chat_template.empty()) {
+    // Why there is none, with the names to choose from.
+    auto why = engine.render_chat({{"user", "x"}});
+    cli::fail(kTool, why.ok() ? o.model + ": no chat template (choose one with --chat-template)" : why.status().message());
+  }
+
+  std::string system = o.system;
+  std::vector<ChatMessage> messages;
+  auto restart = [&] {
+    messages.clear();
+    if (!system.empty()) messages.push_back({"system", system});
+  };
+  restart();
+  TurnSource source(o.turns);
+  RequestMetrics last;
+  int turn = 0;
+  std::string user;
+  for (;;) {
+    const Input in = source.next(user);
+    if (in == Input::end) break;
+    if (in == Input::interrupted) {
+      if (source.interactive()) cli::emit("\n");
+      break;
+    }
+    if (user.starts_with("/") && !user.starts_with("//")) {
+      const size_t space = user.find(' ');
+      const std::string command = user.substr(0, space);
+      const std::string arg = space == std::string::npos ? "" : user.substr(space + 1);
+      if (command == "/quit" || command == "/exit") break;
+      if (command == "/reset") {
+        restart();
+        std::fprintf(stderr, "%s: a new conversation\n", kTool);
+      } else if (command == "/system") {
+        system = arg;
+        restart();
+        std::fprintf(stderr, "%s: %s; a new conversation\n", kTool, system.empty() ? "no system message" : "system message set");
+      } else if (command == "/stats") {
+        print_stats(engine, turn, turn > 0 ? &last : nullptr);
+      } else if (command == "/help") {
+        std::fputs(kCommands, stderr);
+      } else {
+        std::fprintf(stderr, "%s: unknown command %s (/help lists them)\n", kTool, command.c_str());
+      }
+      continue;
+    }
+    if (user.starts_with("//")) user.erase(0, 1);
+
+    ++turn;
+    messages.push_back({"user", user});
+    if (o.echo) cli::emit("> " + user + "\n");
+    if (o.show_prompt) {
+      auto rendered = engine.render_chat(messages, /*add_generation_prompt=*/true);
+      if (!rendered.ok()) cli::fail(kTool, rendered.status().message());
+      std::fputs(rendered->c_str(), stderr);
+    }
+    Request request;
+    request.messages = messages;
+    request.params = o.sampling;
+    auto id = engine.submit(std::move(request));
+    if (!id.ok()) {
+      if (id.status().code() != StatusCode::out_of_range) cli::fail(kTool, id.status().message());
+      // The conversation no longer fits: say by how much.
+      auto rendered = engine.render_chat(messages, true);
+      auto ids = rendered.ok() ? engine.tokenize(*rendered) : Result<std::vector<int32_t>>(rendered.status());
+      cli::fail(kTool, "context full: the conversation has " + (ids.ok() ? std::to_string(ids->size()) : std::string("too many")) +
+                           " tokens; the context holds " + std::to_string(model.n_ctx) + " (raise -c)");
+    }
+    // Stream the answer; a Ctrl-C cancels it (within one engine step).
+    bool cancelling = false;
+    for (;;) {
+      auto delta = engine.read(*id, 50.0);
+      if (!delta.ok()) cli::fail(kTool, delta.status().message());
+      if (!o.json) cli::emit(delta->text);
+      if (delta->finished) break;
+      if (g_interrupted && !cancelling) {
+        g_interrupted = 0;
+        cancelling = true;
+        if (Status s = engine.cancel(*id); !s.is_ok()) cli::fail(kTool, s.message());
+      }
+    }
+    auto done = engine.wait(*id);
+    if (!done.ok()) cli::fail(kTool, done.status().message());
+    const Completion& c = *done;
+    if (o.json) cli::emit(completion_json(turn, c));
+    else cli::emit("\n");
+    if (c.reason == FinishReason::error) cli::fail(kTool, c.status.message());
+    // The answer as generated (a cancelled one as far as it got) joins the conversation.
+    messages.push_back({"assistant", c.text});
+    last = c.metrics;
+    std::fprintf(stderr, "%s: turn %d: prompt %lld tokens (%lld from the cache, %lld evaluated), answer %lld tokens, finish: %s\n",
+                 kTool, turn, static_cast<long long>(c.metrics.prompt_tokens), static_cast<long long>(c.metrics.cached_tokens),
+                 static_cast<long long>(c.metrics.prompt_tokens - c.metrics.cached_tokens),
+                 static_cast<long long>(c.metrics.generated_tokens), finish_name(c.reason));
+    if (c.reason == FinishReason::context)
+      cli::fail(kTool, "context full after " + std::to_string(c.metrics.prompt_tokens + c.metrics.generated_tokens) +
+                           " tokens (raise -c)");
   }
   return 0;
 }

@@ -1,17 +1,13 @@
 #include "cli_common.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
-#include <cstdlib>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
-
-#include <algorithm>
-#include <thread>
-
-#include "core/timer.hpp"
 
 namespace infer::cli {
 
@@ -42,7 +38,7 @@ std::string read_text_file(const char* tool, const std::string& path) {
   return ss.str();
 }
 
-void set_sampling_defaults(SamplingParams& p) {
+void set_sampling_defaults(GenerationParams& p) {
   p.temperature = 0.8f;
   p.top_k = 40;
   p.top_p = 0.95f;
@@ -50,7 +46,7 @@ void set_sampling_defaults(SamplingParams& p) {
   p.seed = 42;
 }
 
-bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** argv, int& i, SamplingParams& p) {
+bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** argv, int& i, GenerationParams& p) {
   const std::string a = argv[i];
   auto value = [&]() -> const char* {
     if (i + 1 >= argc) usage_error(tool, a + " needs a value", usage);
@@ -86,58 +82,165 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
   else if (a == "--batch-wait-ms") c.batch_wait_ms = parse_double(tool, usage, a, value(), 0, 1e6);
   else if (a == "--max-waiting") c.max_waiting = static_cast<int>(integer(0, 1 << 30));
   else if (a == "--price-per-hour") c.price_per_hour = parse_double(tool, usage, a, value(), 0, 1e9);
-  else if (a == "--weight-type") {
-    c.weight_type = engine_weight_type(parse_weight_type(tool, usage, value()));
-  }
+  else if (a == "--weight-type") c.weight_type = parse_weight_type(tool, usage, value());
   else return false;
   return true;
 }
 
-int64_t default_context(const ModelInfo& info) {
-  return std::min<int64_t>(info.n_ctx_train > 0 ? info.n_ctx_train : 4096, 4096);
-}
-
-DType parse_kv_type(const char* tool, const char* usage, const std::string& text) {
-  if (text == "f16") return DType::f16;
-  if (text == "f32") return DType::f32;
+bool parse_kv_f32(const char* tool, const char* usage, const std::string& text) {
+  if (text == "f16") return false;
+  if (text == "f32") return true;
   usage_error(tool, "--kv-type must be f16 or f32", usage);
 }
 
-KvCache make_kv_cache(const char* tool, const Model& model, int64_t n_ctx, DType kv_type, int64_t n_batch) {
-  KvCacheConfig config = model.kv_config(0, 16, kv_type);
-  config.max_step_tokens = static_cast<int>(std::clamp<int64_t>(n_batch, 1, n_ctx));
-  config.budget_bytes = KvCache::budget_for_tokens(config, n_ctx);
-  auto kv = KvCache::create(config);
-  if (!kv.ok()) fail(tool, kv.status().message());
-  return std::move(kv).value();
-}
-
-std::optional<DType> parse_weight_type(const char* tool, const char* usage, const std::string& text) {
-  if (text == "keep") return std::nullopt;
-  if (text == "q8_0") return DType::q8_0;
-  if (text == "q4_0") return DType::q4_0;
+WeightType parse_weight_type(const char* tool, const char* usage, const std::string& text) {
+  if (text == "keep") return WeightType::keep;
+  if (text == "q8_0") return WeightType::q8_0;
+  if (text == "q4_0") return WeightType::q4_0;
   usage_error(tool, "--weight-type must be keep, q8_0 or q4_0", usage);
 }
 
-LoadedModel load(const char* tool, const std::string& path, bool with_model, const LoadOptions& options) {
-  Timer timer;
-  LoadedModel m;
-  auto file = ModelFile::open(path);
-  if (!file.ok()) fail(tool, file.status().message());
-  m.file = std::make_shared<const ModelFile>(std::move(file).value());
-  auto tok = load_tokenizer(*m.file);
-  if (!tok.ok()) fail(tool, tok.status().message());
-  m.tokenizer = std::move(tok).value();
-  if (with_model) {
-    auto model = load_model(m.file, options);
-    if (!model.ok()) fail(tool, model.status().message());
-    m.model = std::move(model).value();
-    if (m.model->info().n_vocab != m.tokenizer->vocab_size())
-      fail(tool, path + ": vocabulary size mismatch between the tokenizer (" + std::to_string(m.tokenizer->vocab_size()) +
-                     ") and the model (" + std::to_string(m.model->info().n_vocab) + ")");
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i], or 0 (RFC 3629: no overlongs, no surrogates).
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  const auto c1 = static_cast<unsigned char>(s[i + 1]);
+  if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) || (c == 0xf4 && c1 >= 0x90)) return 0;
+  return len;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
   }
-  m.load_ms = timer.elapsed_ms();
-  return m;
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c == '\n') { out += "\\n"; ++i; }
+    else if (c == '\t') { out += "\\t"; ++i; }
+    else if (c == '\r') { out += "\\r"; ++i; }
+    else if (c < 0x20 || c == 0x7f) {
+      out += "\\u00";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (const size_t len = utf8_length(s, i); len > 0) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";  // a byte that is no UTF-8: U+FFFD, so that the output stays JSON
+      ++i;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+Result<std::string> json_unquote(std::string_view s) {
+  if (s.size() < 2 || s.front() != '"' || s.back() != '"') return invalid_argument("not a JSON string (\"...\")");
+  const std::string_view body = s.substr(1, s.size() - 2);
+  const auto hex4 = [&](size_t at, uint32_t& v) {
+    if (at + 4 > body.size()) return false;
+    v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char c = body[k];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      v = v * 16 + static_cast<uint32_t>(d);
+    }
+    return true;
+  };
+  std::string out;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == '"') return invalid_argument("an unescaped '\"' inside the JSON string");
+    if (static_cast<unsigned char>(c) < 0x20) return invalid_argument("a control character inside the JSON string");
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (++i >= body.size()) return invalid_argument("the JSON string ends inside an escape");
+    switch (body[i]) {
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        uint32_t cp = 0;
+        if (!hex4(i + 1, cp)) return invalid_argument("\\u needs four hex digits");
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          uint32_t lo = 0;
+          if (i + 2 >= body.size() || body[i + 1] != '\\' || body[i + 2] != 'u' || !hex4(i + 3, lo) || lo < 0xDC00 || lo > 0xDFFF)
+            return invalid_argument("a lone UTF-16 high surrogate in \\u escapes");
+          i += 6;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return invalid_argument("a lone UTF-16 low surrogate in \\u escapes");
+        }
+        append_utf8(out, cp);
+        break;
+      }
+      default: return invalid_argument(std::string("unknown escape \\") + body[i] + " in the JSON string");
+    }
+  }
+  return out;
+}
+
+void emit(std::string_view text) {
+  if (text.empty()) return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::function<void(double)> load_progress_bar(const char* tool) {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [tool, shown = -1](double fraction) mutable {
+    constexpr int kWidth = 30;
+    const int percent = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * 100));
+    if (percent == shown) return;
+    shown = percent;
+    const int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\r%s: loading [%s%s] %3d%%", tool, std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), percent);
+    // Done: the line is erased, so that the conversation starts on a clean screen.
+    if (percent == 100) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  };
 }
 
 std::string default_model_path() {
@@ -162,84 +265,6 @@ std::string model_or_default(const char* tool, const std::string& path, const ch
   std::string d = default_model_path();
   if (d.empty()) usage_error(tool, "-m MODEL is required (or install the default model: scripts/fetch-model)", usage);
   return d;
-}
-
-Decoder::Decoder(const char* tool, Model& model, int64_t n_ctx, DType kv_type, int threads, int64_t n_batch)
-    : tool_(tool),
-      model_(model),
-      n_ctx_(n_ctx),
-      n_batch_(n_batch),
-      kv_(make_kv_cache(tool, model, n_ctx, kv_type, n_batch)),
-      pool_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-      logits_(static_cast<size_t>(model.info().n_vocab)) {
-  tokens_.reserve(static_cast<size_t>(n_ctx));
-}
-
-bool Decoder::eval(std::span<const int32_t> tokens) {
-  if (tokens.empty()) return true;
-  if (static_cast<int64_t>(tokens_.size() + tokens.size()) > n_ctx_) return false;
-  // Only the last row needs logits.
-  for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
-    const size_t end = std::min(tokens.size(), start + static_cast<size_t>(n_batch_));
-    if (!kv_.append(seq_, static_cast<int64_t>(end - start))) fail(tool_, "KV cache full");
-    batch_.clear();
-    batch_.sequences.push_back(BatchSequence(seq_));
-    for (size_t t = start; t < end; ++t) {
-      batch_.add(tokens[t], static_cast<int32_t>(tokens_.size()), 0, t + 1 == tokens.size());
-      tokens_.push_back(tokens[t]);
-    }
-    if (Status s = model_.forward(batch_, kv_.view(), logits_.data(), pool_); !s.is_ok()) fail(tool_, s.message());
-  }
-  return true;
-}
-
-size_t Decoder::truncate(size_t n) {
-  assert(n <= tokens_.size());
-  if (!kv_.truncate(seq_, static_cast<int64_t>(n))) {
-    // A sliding-window layer no longer holds what position n would see: start over.
-    kv_.release(seq_);
-    n = 0;
-  }
-  tokens_.resize(n);
-  return n;
-}
-
-const char* finish_name(Finish finish) noexcept {
-  switch (finish) {
-    case Finish::eog: return "eog";
-    case Finish::length: return "length";
-    case Finish::stop: return "stop";
-    case Finish::context: return "context";
-  }
-  return "?";
-}
-
-Generated generate(Decoder& decoder, Sampler& sampler, const Tokenizer& tokenizer, const GenerateLimits& limits,
-                   FunctionRef<bool(int32_t)> on_token) {
-  Timer timer;
-  Generated g;
-  for (int64_t i = 0; limits.max_tokens < 0 || i < limits.max_tokens; ++i) {
-    const int32_t tok = sampler.sample(decoder.logits(), decoder.tokens());
-    if ((limits.stop_at_eog && tokenizer.is_eog(tok)) || tok == limits.stop_token) {
-      g.finish = Finish::eog;
-      break;
-    }
-    g.ids.push_back(tok);
-    if (!on_token(tok)) {
-      g.finish = Finish::stop;
-      break;
-    }
-    // The token fills the context's last position: nothing could follow it.
-    if (static_cast<int64_t>(decoder.tokens().size()) + 1 >= decoder.n_ctx()) {
-      g.finish = Finish::context;
-      break;
-    }
-    if (limits.max_tokens >= 0 && i + 1 == limits.max_tokens) break;
-    [[maybe_unused]] const bool fits = decoder.eval(std::span<const int32_t>(&tok, 1));
-    assert(fits && "checked above");
-  }
-  g.ms = timer.elapsed_ms();
-  return g;
 }
 
 }  // namespace infer::cli

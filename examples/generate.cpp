@@ -1,16 +1,14 @@
-// infer-generate: continues a prompt and streams the generated text (not the prompt) to stdout.
-// Timings go to stderr. See the usage text below.
+// infer-generate: continues a prompt and streams the generated text (not the prompt) to stdout;
+// timings go to stderr. With --prompts, runs every line of a file as one request of one engine.
+// Both run through the public Engine API only. See the usage text below.
 #include <algorithm>
-#include <cmath>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli_common.hpp"
-#include "format/metadata.hpp"
 #include "infer/engine.hpp"
-#include "core/timer.hpp"
-#include "sample/stop_strings.hpp"
 
 namespace {
 
@@ -33,8 +31,8 @@ constexpr const char* kUsageMiddle =
 constexpr const char* kUsageTail =
     "  --stop STR           stop when STR is generated (repeatable; STR is not printed)\n"
     "  --ids                print the generated token ids on one line instead of text\n"
-    "  --top-probs N        for each generated token, print the N most likely ids and their log\n"
-    "                       probabilities to stderr (\"top: ID:LOGP ...\")\n"
+    "  --top-probs N        for each generated token, print the N (at most 20) most likely ids and\n"
+    "                       their log probabilities to stderr (\"top: ID:LOGP ...\")\n"
     "  --ignore-eos         keep generating past end-of-generation tokens (benchmarks)\n"
     "  --no-parse-special   treat special-token text in the prompt as plain text\n"
     "  --kv-type f16|f32    KV cache element type (default f16)\n";
@@ -46,32 +44,22 @@ struct Options {
   std::string model, prompt;
   int64_t n_predict = -1, n_ctx = 0, n_batch = 512;
   int threads = 0;
-  SamplingParams sampling;
+  GenerationParams sampling;
   std::vector<std::string> stops;
   bool ids = false, parse_special = true, ignore_eos = false;
   int top_probs = 0;
   std::string prompts_file;
-  EngineConfig engine;
-  LoadOptions load;  // --weight-type for a single prompt
+  EngineConfig engine;  // --weight-type also applies to a single prompt
   bool stats = false;
-  DType kv_type = DType::f16;
+  bool kv_f32 = false;
 };
 
-// The n most likely tokens of a logits row, with log-softmax values, as one stderr line.
-void print_top(std::span<const float> logits, int n) {
-  std::vector<int32_t> idx(logits.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
-  const size_t k = std::min(idx.size(), static_cast<size_t>(n));
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(k), idx.end(),
-                    [&](int32_t a, int32_t b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
-  const float max = logits[static_cast<size_t>(idx[0])];
-  double z = 0;
-  for (float l : logits) z += std::exp(static_cast<double>(l - max));
-  const double log_z = std::log(z);
+// One generated token's most likely alternatives as a stderr line ("top: ID:LOGP ...").
+void print_top(const TokenLogprobs& lp) {
   std::string line = "top:";
   char buf[64];
-  for (size_t i = 0; i < k; ++i) {
-    std::snprintf(buf, sizeof buf, " %d:%.5f", idx[i], static_cast<double>(logits[static_cast<size_t>(idx[i])] - max) - log_z);
+  for (const TokenLogprob& t : lp.top) {
+    std::snprintf(buf, sizeof buf, " %d:%.5f", t.token, static_cast<double>(t.logprob));
     line += buf;
   }
   std::fprintf(stderr, "%s\n", line.c_str());
@@ -89,11 +77,6 @@ Options parse(int argc, char** argv) {
     };
     auto integer = [&](long long lo, long long hi) { return cli::parse_int(kTool, kUsage, a, next(), lo, hi); };
     if (cli::parse_sampling_flag(kTool, kUsage, argc, argv, i, o.sampling)) continue;
-    if (a == "--weight-type") {  // the engine's knob, also for a single prompt
-      o.load.weight_type = cli::parse_weight_type(kTool, kUsage, next());
-      o.engine.weight_type = cli::engine_weight_type(o.load.weight_type);
-      continue;
-    }
     if (cli::parse_engine_flag(kTool, kUsage, argc, argv, i, o.engine)) continue;
     if (a == "-m" || a == "--model") o.model = next();
     else if (a == "-p" || a == "--prompt") { o.prompt = next(); have_prompt = true; }
@@ -104,12 +87,12 @@ Options parse(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
     else if (a == "--stop") o.stops.push_back(next());
     else if (a == "--ids") o.ids = true;
-    else if (a == "--top-probs") o.top_probs = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 100));
+    else if (a == "--top-probs") o.top_probs = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 20));
     else if (a == "--ignore-eos") o.ignore_eos = true;
     else if (a == "--prompts") { o.prompts_file = next(); have_prompt = true; }
     else if (a == "--stats") o.stats = true;
     else if (a == "--no-parse-special") o.parse_special = false;
-    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
+    else if (a == "--kv-type") o.kv_f32 = cli::parse_kv_f32(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -117,15 +100,13 @@ Options parse(int argc, char** argv) {
   }
   o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (!have_prompt) cli::usage_error(kTool, "a prompt is required (-p, -f or --prompts)", kUsage);
-  if (Status s = o.sampling.validate(); !s.is_ok()) cli::usage_error(kTool, s.message(), kUsage);
+  o.sampling.max_tokens = o.n_predict;
+  o.sampling.stop = o.stops;
+  o.sampling.ignore_eos = o.ignore_eos;
   return o;
 }
 
-void emit(const std::string& text) {
-  if (text.empty()) return;
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-}
+using cli::emit;
 
 }  // namespace
 
@@ -141,7 +122,7 @@ int run_prompts(const Options& o) {
       std::string line = all.substr(start, end - start);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (!line.empty() && line.front() == '"') {
-        auto text = json_unquote(line);
+        auto text = cli::json_unquote(line);
         if (!text.ok()) cli::fail(kTool, o.prompts_file + ": line " + std::to_string(prompts.size() + 1) + ": " + text.status().message());
         line = std::move(text).value();
       }
@@ -152,24 +133,12 @@ int run_prompts(const Options& o) {
   if (prompts.empty()) cli::fail(kTool, o.prompts_file + ": no prompts");
   EngineConfig config = o.engine;
   config.threads = o.threads;
-  config.kv_f32 = o.kv_type == DType::f32;
+  config.kv_f32 = o.kv_f32;
   config.max_context = o.n_ctx;
   config.max_waiting = std::max<int>(config.max_waiting, static_cast<int>(prompts.size()));
   auto engine = Engine::create(o.model, config);
   if (!engine.ok()) cli::fail(kTool, engine.status().message());
-  GenerationParams gp;
-  gp.max_tokens = o.n_predict;
-  gp.temperature = o.sampling.temperature;
-  gp.top_k = o.sampling.top_k;
-  gp.top_p = o.sampling.top_p;
-  gp.min_p = o.sampling.min_p;
-  gp.repeat_penalty = o.sampling.repeat_penalty;
-  gp.repeat_last_n = o.sampling.repeat_last_n;
-  gp.frequency_penalty = o.sampling.frequency_penalty;
-  gp.presence_penalty = o.sampling.presence_penalty;
-  gp.seed = o.sampling.seed;
-  gp.stop = o.stops;
-  gp.ignore_eos = o.ignore_eos;
+  const GenerationParams& gp = o.sampling;
   std::vector<Result<RequestId>> ids;
   for (const std::string& p : prompts) {
     Request r;
@@ -181,7 +150,7 @@ int run_prompts(const Options& o) {
   for (size_t i = 0; i < ids.size(); ++i) {
     std::string line = "{\"index\": " + std::to_string(i);
     if (!ids[i].ok()) {
-      line += ", \"error\": " + json_quote(ids[i].status().message()) + ", \"finish_reason\": \"error\"}\n";
+      line += ", \"error\": " + cli::json_quote(ids[i].status().message()) + ", \"finish_reason\": \"error\"}\n";
       emit(line);
       status = 1;
       continue;
@@ -190,7 +159,7 @@ int run_prompts(const Options& o) {
     if (!done.ok()) cli::fail(kTool, done.status().message());
     const Completion& c = *done;
     char num[256];
-    line += ", \"text\": " + json_quote(c.text) + ", \"ids\": [";
+    line += ", \"text\": " + cli::json_quote(c.text) + ", \"ids\": [";
     for (size_t k = 0; k < c.ids.size(); ++k) line += (k ? ", " : "") + std::to_string(c.ids[k]);
     std::snprintf(num, sizeof num, "], \"prompt_tokens\": %lld, \"cached_tokens\": %lld, \"ttft_ms\": %.3f, \"tpot_ms\": %.3f, ",
                   static_cast<long long>(c.metrics.prompt_tokens), static_cast<long long>(c.metrics.cached_tokens), c.metrics.ttft_ms,
@@ -198,7 +167,7 @@ int run_prompts(const Options& o) {
     line += num;
     line += "\"finish_reason\": \"" + std::string(finish_reason_name(c.reason)) + "\"";
     if (!c.status.is_ok()) {
-      line += ", \"error\": " + json_quote(c.status.message());
+      line += ", \"error\": " + cli::json_quote(c.status.message());
       status = 1;
     }
     emit(line + "}\n");
@@ -219,58 +188,66 @@ int run_prompts(const Options& o) {
   return status;
 }
 
-int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  if (!o.prompts_file.empty()) return run_prompts(o);
-    cli::LoadedModel m = cli::load(kTool, o.model, true, o.load);
+// -p / -f: one request on a one-sequence engine whose KV pool holds the context, streamed.
+int run_one(const Options& o) {
+  EngineConfig config = o.engine;
+  config.threads = o.threads;
+  config.max_sequences = 1;
+  config.max_context = o.n_ctx;
+  config.kv_cache_tokens = cli::kv_tokens_for_context(o.n_ctx);
+  config.max_batch_tokens = o.n_batch;
+  config.kv_f32 = o.kv_f32;
+  const auto load_start = std::chrono::steady_clock::now();
+  auto created = Engine::create(o.model, config);
+  if (!created.ok()) cli::fail(kTool, created.status().message());
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  Engine& engine = **created;
 
-  auto prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, o.parse_special);
-  if (!prompt.ok()) cli::fail(kTool, prompt.status().message());
-  const std::vector<int32_t> tokens = std::move(prompt).value();
-  if (tokens.empty()) cli::fail(kTool, "the prompt is empty (no tokens)");
-
-  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : cli::default_context(m.model->info());
-  if (static_cast<int64_t>(tokens.size()) >= n_ctx)
-    cli::fail(kTool, "the prompt has " + std::to_string(tokens.size()) + " tokens; the context holds " + std::to_string(n_ctx) +
-                         " (raise -c)");
-  auto stop = StopMatcher::create(o.stops);
-  if (!stop.ok()) cli::usage_error(kTool, stop.status().message(), kUsage);
-
-  cli::Decoder decoder(kTool, *m.model, n_ctx, o.kv_type, o.threads, o.n_batch);
-  Sampler sampler(o.sampling);
-  // Generated text continues the prompt: its first piece keeps its leading space.
-  IncrementalDetokenizer detok(*m.tokenizer, DecodeOptions{.keep_leading_space = true});
-
-  Timer prompt_timer;
-  if (!decoder.eval(tokens)) cli::fail(kTool, "KV cache full");
-  const double prompt_ms = prompt_timer.elapsed_ms();
-
-  const cli::GenerateLimits limits{.max_tokens = o.n_predict, .stop_at_eog = !o.ignore_eos};
-  const cli::Generated gen = cli::generate(decoder, sampler, *m.tokenizer, limits, [&](int32_t tok) {
-    if (o.top_probs > 0) print_top(decoder.logits(), o.top_probs);
-    if (o.ids) return true;
-    auto out = stop->push(detok.push(tok));
-    emit(out.text);
-    return !out.stopped;
-  });
+  Request request;
+  request.prompt = o.prompt;
+  request.parse_special = o.parse_special;
+  request.params = o.sampling;
+  request.params.logprobs = o.top_probs > 0;
+  request.params.top_logprobs = o.top_probs;
+  // Called on the engine's worker, one token at a time, in order.
+  request.on_event = [&o](const StreamEvent& ev) {
+    if (ev.logprobs) print_top(*ev.logprobs);
+    if (!o.ids) emit(ev.text);
+  };
+  auto id = engine.submit(std::move(request));
+  if (!id.ok()) {
+    const Status& s = id.status();
+    if (s.code() == StatusCode::out_of_range) cli::fail(kTool, s.message() + " (raise -c)");
+    cli::fail(kTool, s.message());
+  }
+  auto done = engine.wait(*id);
+  if (!done.ok()) cli::fail(kTool, done.status().message());
+  const Completion& c = *done;
+  if (!c.status.is_ok()) cli::fail(kTool, c.status.message());
   if (o.ids) {
     std::string line;
-    for (size_t i = 0; i < gen.ids.size(); ++i) {
+    for (size_t i = 0; i < c.ids.size(); ++i) {
       if (i) line += ' ';
-      line += std::to_string(gen.ids[i]);
+      line += std::to_string(c.ids[i]);
     }
     emit(line + "\n");
-  } else if (gen.finish != cli::Finish::stop) {
-    emit(stop->push(detok.flush()).text);
-    emit(stop->flush());
   }
-  const size_t n_prompt = tokens.size();
-  const size_t n_gen = gen.ids.size();
+  // The time to the first token covers the prompt; generation is the time after it.
+  const RequestMetrics& m = c.metrics;
+  const double prompt_ms = m.ttft_ms > 0 ? m.ttft_ms : m.e2e_ms;
+  const double gen_ms = m.generated_tokens > 0 ? m.e2e_ms - m.ttft_ms : 0.0;
+  const int64_t after_first = std::max<int64_t>(0, m.generated_tokens - 1);
   std::fprintf(stderr,
-               "\n%s: load %.1f ms | prompt %zu tokens, %.1f ms, %.2f tokens/s | generated %zu tokens, %.1f ms, "
+               "\n%s: load %.1f ms | prompt %lld tokens, %.1f ms, %.2f tokens/s | generated %lld tokens, %.1f ms, "
                "%.2f tokens/s, %.2f ms per token | finish: %s\n",
-               kTool, m.load_ms, n_prompt, prompt_ms, prompt_ms > 0 ? 1000.0 * static_cast<double>(n_prompt) / prompt_ms : 0.0,
-               n_gen, gen.ms, gen.ms > 0 ? 1000.0 * static_cast<double>(n_gen) / gen.ms : 0.0,
-               n_gen == 0 ? 0.0 : gen.ms / static_cast<double>(n_gen), cli::finish_name(gen.finish));
+               kTool, load_ms, static_cast<long long>(m.prompt_tokens), prompt_ms,
+               prompt_ms > 0 ? 1000.0 * static_cast<double>(m.prompt_tokens) / prompt_ms : 0.0,
+               static_cast<long long>(m.generated_tokens), gen_ms,
+               gen_ms > 0 ? 1000.0 * static_cast<double>(after_first) / gen_ms : 0.0, m.tpot_ms, finish_reason_name(c.reason));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  return o.prompts_file.empty() ? run_one(o) : run_prompts(o);
 }

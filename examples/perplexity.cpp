@@ -6,17 +6,20 @@
 // With --kl-divergence-base FILE (a file written by `llama-perplexity --kl-divergence-base`), the
 // tokens come from that file and each scored position is compared with the base model's
 // distribution: mean KL divergence, top-1 agreement, and both perplexities.
+//
+// Each chunk is one request to the Engine (public API only): its tokens as prompt_ids, nothing
+// generated, the second half scored (Request::score: the log-probability of each scored token,
+// and with --kl-divergence-base the logits rows too), the prefix cache off.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "cli_common.hpp"
-#include "core/thread_pool.hpp"
-#include "core/timer.hpp"
+#include "infer/engine.hpp"
 
 namespace {
 
@@ -35,18 +38,9 @@ struct Options {
   std::string model, text_file, kld_base;
   int64_t n_ctx = 512, n_batch = 2048, max_chunks = -1;
   int threads = 0;
-  DType kv_type = DType::f16;
-  LoadOptions load;
+  bool kv_f32 = false;
+  WeightType weight_type = WeightType::keep;
 };
-
-// log-softmax of the target, as llama.cpp computes it (float exp, double sum).
-double nll_of(const float* logits, int64_t n_vocab, int32_t target) {
-  float max = logits[0];
-  for (int64_t i = 1; i < n_vocab; ++i) max = std::max(max, logits[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(logits[i] - max);
-  return -(static_cast<double>(logits[target] - max) - std::log(sum));
-}
 
 // Base distributions from llama-perplexity --kl-divergence-base:
 //   "_logits_" i32:n_ctx i32:n_vocab i32:n_chunk i32:tokens[n_chunk*n_ctx]
@@ -99,8 +93,8 @@ int main(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 1024));
     else if (a == "--chunks") o.max_chunks = cli::parse_int(kTool, kUsage, a, next(), 1, 1 << 30);
     else if (a == "--kl-divergence-base") o.kld_base = next();
-    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
-    else if (a == "--weight-type") o.load.weight_type = cli::parse_weight_type(kTool, kUsage, next());
+    else if (a == "--kv-type") o.kv_f32 = cli::parse_kv_f32(kTool, kUsage, next());
+    else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -109,21 +103,44 @@ int main(int argc, char** argv) {
   o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (o.text_file.empty() == o.kld_base.empty()) cli::usage_error(kTool, "give either -f TEXT_FILE or --kl-divergence-base FILE", kUsage);
 
-  cli::LoadedModel m = cli::load(kTool, o.model, true, o.load);
-  const int64_t n_vocab = m.model->info().n_vocab;
-
-  std::vector<int32_t> tokens;
+  // The chunk length comes from -c or the base file's header; the engine's context and KV pool
+  // hold one chunk.
   KldBase base;
-  int64_t n_ctx = o.n_ctx, n_chunk = 0;
+  int64_t n_ctx = o.n_ctx;
+  std::string text;
   if (!o.kld_base.empty()) {
     base = open_kld_base(o.kld_base);
+    n_ctx = base.n_ctx;
+  } else {
+    text = cli::read_text_file(kTool, o.text_file);
+  }
+  // A text shorter than two chunks is refused once tokenized, before anything runs: its pool need
+  // not hold a whole chunk (a token covers at least one byte; BOS and a leading space add two).
+  const int64_t pool_tokens = o.kld_base.empty() ? std::min<int64_t>(n_ctx, static_cast<int64_t>(text.size()) / 2 + 2) : n_ctx;
+  EngineConfig config;
+  config.threads = o.threads;
+  config.max_sequences = 1;
+  config.max_context = n_ctx + 1;
+  config.kv_cache_tokens = pool_tokens;
+  config.max_batch_tokens = o.n_batch;
+  config.kv_f32 = o.kv_f32;
+  config.weight_type = o.weight_type;
+  config.prefix_cache = false;
+  auto created = Engine::create(o.model, config);
+  if (!created.ok()) cli::fail(kTool, created.status().message());
+  Engine& engine = **created;
+  const ModelDescription model = engine.model();
+  const int64_t n_vocab = model.n_vocab;
+
+  std::vector<int32_t> tokens;
+  int64_t n_chunk = 0;
+  if (!o.kld_base.empty()) {
     if (base.n_vocab != n_vocab)
       cli::fail(kTool, o.kld_base + ": vocabulary of " + std::to_string(base.n_vocab) + " tokens, the model has " + std::to_string(n_vocab));
     tokens = base.tokens;
-    n_ctx = base.n_ctx;
     n_chunk = base.n_chunk;
   } else {
-    auto enc = m.tokenizer->encode(cli::read_text_file(kTool, o.text_file), true, false);
+    auto enc = engine.tokenize(text, /*add_special=*/true, /*parse_special=*/false);
     if (!enc.ok()) cli::fail(kTool, enc.status().message());
     tokens = std::move(enc).value();
     if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
@@ -135,45 +152,48 @@ int main(int argc, char** argv) {
   for (int32_t t : tokens)
     if (t < 0 || t >= n_vocab) cli::fail(kTool, "token id " + std::to_string(t) + " outside the vocabulary");
 
-  auto kv = cli::make_kv_cache(kTool, *m.model, n_ctx, o.kv_type, o.n_batch);
-  ThreadPool pool(o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-
   const int64_t first = n_ctx / 2;
-  const int32_t bos = m.tokenizer->bos_id();
-  const bool add_bos = m.tokenizer->add_bos() && bos >= 0;
-  std::vector<float> logits(static_cast<size_t>(n_ctx - first) * static_cast<size_t>(n_vocab));
+  // Each chunk starts with BOS when the model adds one (as tokenizing an empty text shows).
+  auto bos_only = engine.tokenize("", /*add_special=*/true, /*parse_special=*/false);
+  const bool add_bos = model.bos >= 0 && bos_only.ok() && !bos_only->empty();
   std::vector<uint16_t> base_row(static_cast<size_t>(base.n_vocab > 0 ? base.nv() : 0));
   double nll = 0, nll2 = 0, base_nll = 0, kld_sum = 0, kld2_sum = 0;
   int64_t count = 0, same_top = 0;
-  Batch batch;
-  SequenceKv seq;
-  Timer timer;
+  const auto started = std::chrono::steady_clock::now();
   std::fprintf(stderr, "%s: %lld chunks of %lld tokens, scoring the last %lld of each\n", kTool, static_cast<long long>(n_chunk),
                static_cast<long long>(n_ctx), static_cast<long long>(n_ctx - first - 1));
+  auto submit_chunk = [&](int64_t c) {
+    Request r;
+    const auto begin = tokens.begin() + static_cast<ptrdiff_t>(c * n_ctx);
+    r.prompt_ids.assign(begin, begin + static_cast<ptrdiff_t>(n_ctx));
+    if (add_bos) r.prompt_ids[0] = model.bos;
+    r.params.max_tokens = 0;
+    // Row j predicts token j + 1: rows first .. n_ctx - 2 score tokens first + 1 .. n_ctx - 1.
+    r.score.from = first + 1;
+    r.score.logits = !o.kld_base.empty();
+    auto id = engine.submit(std::move(r));
+    if (!id.ok()) cli::fail(kTool, id.status().message());
+    return *id;
+  };
+  // One chunk queued behind the one running, so that the engine never waits for this loop.
+  RequestId next = n_chunk > 0 ? submit_chunk(0) : 0;
   for (int64_t c = 0; c < n_chunk; ++c) {
-    const int64_t start = c * n_ctx;
-    kv.release(seq);
-    int64_t out_row = 0;
-    for (int64_t bstart = 0; bstart < n_ctx; bstart += o.n_batch) {
-      const int64_t bend = std::min(n_ctx, bstart + o.n_batch);
-      if (!kv.append(seq, bend - bstart)) cli::fail(kTool, "KV cache full");
-      batch.clear();
-      batch.sequences.push_back(BatchSequence(seq));
-      for (int64_t j = bstart; j < bend; ++j) {
-        const int32_t tok = (j == 0 && add_bos) ? bos : tokens[static_cast<size_t>(start + j)];
-        batch.add(tok, static_cast<int32_t>(j), 0, j >= first);
-      }
-      if (Status s = m.model->forward(batch, kv.view(), logits.data() + out_row * n_vocab, pool); !s.is_ok())
-        cli::fail(kTool, s.message());
-      out_row += batch.logit_rows();
-    }
+    const RequestId id = next;
+    if (c + 1 < n_chunk) next = submit_chunk(c + 1);
+    auto done = engine.wait(id);
+    if (!done.ok()) cli::fail(kTool, done.status().message());
+    if (!done->status.is_ok()) cli::fail(kTool, done->status.message());
+    const Completion& chunk = *done;
+    if (static_cast<int64_t>(chunk.prompt_logprobs.size()) != n_ctx - first - 1)
+      cli::fail(kTool, "the engine scored " + std::to_string(chunk.prompt_logprobs.size()) + " tokens of chunk " + std::to_string(c + 1));
     for (int64_t j = first; j < n_ctx - 1; ++j) {
-      const float* row = logits.data() + (j - first) * n_vocab;
-      const int32_t target = tokens[static_cast<size_t>(start + j + 1)];
-      const double v = nll_of(row, n_vocab, target);
+      const int64_t k = j - first;
+      const double v = -static_cast<double>(chunk.prompt_logprobs[static_cast<size_t>(k)].logprob);
       nll += v;
       nll2 += v * v;
       if (!o.kld_base.empty()) {
+        const int32_t target = tokens[static_cast<size_t>(c * n_ctx + j + 1)];
+        const float* row = chunk.prompt_logits.data() + k * n_vocab;
         read_exact(base.in, base_row.data(), base_row.size() * 2, o.kld_base);
         float scale, min_lp;
         std::memcpy(&scale, base_row.data(), 4);
@@ -222,6 +242,7 @@ int main(int argc, char** argv) {
     std::printf("same top = %.2f%% (%lld of %lld)\n", 100.0 * static_cast<double>(same_top) / n, static_cast<long long>(same_top),
                 static_cast<long long>(count));
   }
-  std::fprintf(stderr, "%s: %lld tokens scored in %.1f s\n", kTool, static_cast<long long>(count), timer.elapsed_s());
+  std::fprintf(stderr, "%s: %lld tokens scored in %.1f s\n", kTool, static_cast<long long>(count),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return 0;
 }

@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
   std::snprintf(head, sizeof head,
                 "{\"mode\": \"%s\", \"model\": %s, \"threads\": %d, \"max_batch_tokens\": %lld, \"max_sequences\": %d, "
                 "\"kv_cache_mb\": %llu, \"block_size\": %d, \"prefix_cache\": %s, \"batch_wait_ms\": %.1f, ",
-                o.mode.c_str(), json_quote(e.model().name.empty() ? o.model : e.model().name).c_str(), c.threads,
+                o.mode.c_str(), cli::json_quote(e.model().name.empty() ? o.model : e.model().name).c_str(), c.threads,
                 static_cast<long long>(c.max_batch_tokens), c.max_sequences, static_cast<unsigned long long>(c.kv_cache_bytes >> 20),
                 c.block_size, c.prefix_cache ? "true" : "false", c.batch_wait_ms);
   std::string out = head;

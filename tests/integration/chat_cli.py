@@ -5,19 +5,32 @@ no chat template; rebuilt with infer-make-model from tests/data/models/make-mode
   - the cache kept across turns changes nothing: each greedy answer equals infer-generate's greedy
     continuation of that turn's rendered text evaluated from scratch, both when the earlier turns
     are a prefix of the new rendering (chatml) and when they are not (mistral-v3 moves the system
-    message into the last user turn, so the cache is re-evaluated from the divergence);
+    message into the last user turn, so the cache serves only what precedes the divergence);
+  - the engine's prefix cache serves turn 2 every full KV block of turn 1's prompt and answer
+    (chatml), in whole blocks;
   - user turns come from stdin without -p (empty lines skipped, no "> " prompt off a terminal);
+    a scripted session piped in runs its turns and commands: /stats (cached prompt tokens on the
+    second turn, KV blocks), /system (a new conversation under the new system message), /reset,
+    /help, and exits 0 at /quit (nothing after it is answered) and at the end of input;
+  - a SIGINT while an answer streams cancels that answer (finish: cancelled), the next turn is
+    answered, and /quit exits 0;
+  - --json -p prints one JSON object per turn: the answer's text (as streamed without --json),
+    its ids, finish_reason and metrics;
   - an unknown --chat-template, a model without a template and no override, and a full context
     exit 1 with a clear message; --chat-template-list names the formats.
 
 usage: chat_cli.py BIN_DIR REPO_ROOT
 """
+import json
 import os
 import re
+import select
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 bin_dir, root = sys.argv[1:3]
 tool = lambda name: os.path.join(bin_dir, name)
@@ -39,7 +52,9 @@ def run(args, expect_rc=0, stdin=b""):
     return out, err
 
 
-STATS = re.compile(r"infer-chat: turn \d+: prompt (\d+) tokens \((\d+) from the cache, (\d+) evaluated\).*\n")
+STATS = re.compile(r"infer-chat: turn \d+: prompt (\d+) tokens \((\d+) from the cache, (\d+) evaluated\), answer (\d+) tokens, "
+                   r"finish: (\w+)\n")
+BLOCK = 16  # the engine's default KV block size: the prefix cache serves whole blocks
 
 
 def chat_turns(model, fmt, system, turns):
@@ -78,7 +93,13 @@ with tempfile.TemporaryDirectory() as tmp:
                                "<|im_start|>assistant\n", f"turn 1 prompt: {prompts[0]!r}")
             check(prompts[1] == prompts[0] + answers[0] + "<|im_end|>\n<|im_start|>user\nAnd again<|im_end|>\n"
                                 "<|im_start|>assistant\n", f"turn 2 prompt: {prompts[1]!r}")
-            check(int(stats[1][1]) > int(stats[0][0]), f"chatml turn 2 reused only {stats[1][1]} cached tokens")
+            # Turn 1 computed the KV of its prompt and of every answer token but (at -n) the last;
+            # turn 2's prompt starts with all of them, so every full block of them is served.
+            p1, a1, p2, cached2 = int(stats[0][0]), int(stats[0][3]), int(stats[1][0]), int(stats[1][1])
+            full = (p1 + a1 - 1) // BLOCK * BLOCK
+            check(full > p1 // BLOCK * BLOCK, f"chatml turn 1 too short to show the answer's reuse: {stats[0]}")
+            check(full <= cached2 < p2 and cached2 % BLOCK == 0,
+                  f"chatml turn 2 took {cached2} of {p2} tokens from the cache; turn 1 left {full} in full blocks")
         else:
             check(int(stats[1][1]) < int(stats[0][0]), f"mistral-v3 turn 2 reused {stats[1][1]} tokens past the divergence")
 
@@ -86,6 +107,82 @@ with tempfile.TemporaryDirectory() as tmp:
                    stdin=b"Hi\n\nBye\n")
     check(len(STATS.findall(err)) == 2, f"stdin: expected 2 turns: {err!r}")
     check(not out.startswith(">"), f"stdin off a terminal printed a prompt: {out!r}")
+
+    # A scripted session piped in: turns and commands (which go to stderr, answers to stdout).
+    chat = [tool("infer-chat"), "-m", model, "--chat-template", "chatml", "--temp", "0", "-n", "12", "-t", "2"]
+    session = "Hello there\n/stats\nAnd again\n/stats\n/system Be terse.\nHi\n/reset\n/help\nYo\n/quit\nNever answered\n"
+    out, err = run(chat + ["--show-prompt"], stdin=session.encode())
+    turns = STATS.findall(err)
+    check(len(turns) == 4 and len(out.splitlines()) >= 4, f"session: {len(turns)} turns, expected 4 (none after /quit): {err!r}")
+    stats_re = re.compile(r"/stats: turn (\d+): TTFT [0-9.]+ ms, [0-9.]+ tokens/s, prompt (\d+) tokens \((\d+) cached prompt "
+                          r"tokens\), answer \d+ tokens \|.*KV blocks: (\d+) in use, (\d+) cached, (\d+) free, (\d+) in all")
+    shown = stats_re.findall(err)
+    check(len(shown) == 2 and [int(t[0]) for t in shown] == [1, 2], f"/stats lines: {shown} in {err!r}")
+    if len(shown) == 2:
+        check(int(shown[1][2]) > 0 and int(shown[1][2]) == int(turns[1][1]),
+              f"/stats after turn 2: {shown[1][2]} cached prompt tokens, the turn line says {turns[1][1]}")
+        used, cached, free, total = map(int, shown[1][3:])
+        check(total > 0 and used + cached + free == total and cached > 0, f"/stats KV blocks: {shown[1]}")
+    fresh = lambda system, user: (f"<|im_start|>system\n{system}<|im_end|>\n" if system else "") + \
+        f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+    check(fresh("Be terse.", "Hi") in err and fresh("", "Hi") not in err.replace(fresh("Be terse.", "Hi"), ""),
+          f"/system: turn 3 is not a new conversation under the new system message: {err!r}")
+    check(fresh("Be terse.", "Yo") in err, f"/reset: turn 4 is not a new conversation that keeps the system message: {err!r}")
+    check(len(turns) == 4 and int(turns[2][1]) < int(turns[2][0]) and int(turns[3][1]) < int(turns[3][0]),
+          f"session: new conversations served from the cache beyond what they share: {turns}")
+    check("/reset" in err and "/quit" in err and "/system TEXT" in err, f"/help: {err!r}")
+    check("Never answered" not in err, "a line after /quit was answered")
+
+    # --json -p: one object per turn with the answer streamed above.
+    plain, _ = run(chat + ["-p", "Hello there"])
+    out, _ = run(chat + ["--json", "-p", "Hello there"])
+    lines = out.splitlines()
+    check(len(lines) == 1, f"--json: {len(lines)} lines: {out!r}")
+    try:
+        obj = json.loads(lines[0]) if lines else {}
+    except ValueError as e:
+        obj = {}
+        check(False, f"--json: not JSON ({e}): {out!r}")
+    m = obj.get("metrics", {})
+    check(obj.get("text", None) is not None and obj["text"] + "\n" == plain, f"--json text {obj.get('text')!r} != streamed {plain!r}")
+    check(isinstance(obj.get("ids"), list) and len(obj["ids"]) == m.get("generated_tokens") and 0 < len(obj["ids"]) <= 12,
+          f"--json ids and metrics: {obj}")
+    check(obj.get("finish_reason") in ("stop", "length") and m.get("prompt_tokens", 0) > 0 and "cached_tokens" in m and
+          m.get("ttft_ms", 0) > 0 and "tpot_ms" in m and "e2e_ms" in m, f"--json fields: {obj}")
+
+    # SIGINT while an answer streams cancels it; the next turn is answered; /quit exits 0. The
+    # model's long context lets the first answer run for thousands of tokens (seconds), while
+    # the signal follows its first bytes.
+    long_model = os.path.join(tmp, "long-ctx.gguf")
+    long_args = [a if i == 0 or args[i - 1] != "--ctx" else "4096" for i, a in enumerate(args)]
+    run([tool("infer-make-model"), "-o", long_model, "--type", "f32"] + long_args)
+    with open(os.path.join(tmp, "sigint.err"), "w+b") as errf:
+        p = subprocess.Popen([tool("infer-chat"), "-m", long_model, "--chat-template", "chatml", "--temp", "0", "-n", "2000",
+                              "-t", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, cwd=root)
+        p.stdin.write(b"Tell me a long story\n")
+        p.stdin.flush()
+        first = b""
+        deadline = time.monotonic() + 300
+        while not first and time.monotonic() < deadline and p.poll() is None:
+            if select.select([p.stdout], [], [], 1.0)[0]:
+                first = os.read(p.stdout.fileno(), 65536)
+        check(first != b"", "SIGINT: the first answer never started")
+        p.send_signal(signal.SIGINT)
+        try:
+            rest, _ = p.communicate(b"And now?\n/quit\n", timeout=600)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rest, _ = p.communicate()
+            check(False, "SIGINT: infer-chat did not finish")
+        errf.seek(0)
+        err = errf.read().decode("utf-8", "replace")
+    turns = STATS.findall(err)
+    check(p.returncode == 0, f"SIGINT: exit {p.returncode}: {err[-300:]!r}")
+    check(len(turns) == 2 and turns[0][4] == "cancelled" and int(turns[0][3]) < 2000,
+          f"SIGINT: the first answer was not cancelled: {turns}")
+    check(len(turns) == 2 and turns[1][4] != "cancelled" and int(turns[1][3]) > 0 and int(turns[1][1]) > 0,
+          f"SIGINT: the next turn was not answered (from the cache): {turns}")
+    check(len((first + rest).decode("utf-8", "replace").rstrip("\n")) > 0, "SIGINT: no answer text")
 
     _, err = run([tool("infer-chat"), "-m", model, "--chat-template", "vicuna", "-p", "x"], expect_rc=1)
     check("'vicuna'" in err and "chatml" in err and "zephyr" in err, f"unknown template: {err!r}")

@@ -4,12 +4,18 @@ model (rebuilt with infer-make-model from tests/data/models/make-model.args):
   - greedy generation is deterministic and a fixed seed reproduces a sampled run;
   - --ids prints ids that infer-tokenize's vocabulary knows, and -n bounds their number;
   - a stop string cuts the output right before its first occurrence, and is not printed;
-  - bad arguments exit 2, unreadable models exit 1, both with one line on stderr.
+  - --top-probs prints one "top:" line per generated token, led by the greedy choice; the timing
+    line on stderr keeps the fields scripts parse;
+  - bad arguments exit 2, unreadable models exit 1, both with one line on stderr;
+  - the user-facing tools are hosts like any other: examples/ and the serving benchmark include
+    public headers only, and infer-generate, infer-chat and infer-perplexity load libinfer.so.
 
 usage: tools_cli.py BIN_DIR REPO_ROOT
 """
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,6 +58,17 @@ with tempfile.TemporaryDirectory() as tmp:
     check(0 < len(ids) <= 24, f"--ids printed {len(ids)} ids for -n 24")
     tok_out, _ = run([tool("infer-tokenize"), "-m", model, "-p", "The licence of the program"])
     check(all(t.isdigit() for t in tok_out.split()), "infer-tokenize printed something other than ids")
+
+    top_ids, top_err = run(gen + ["--temp", "0", "-n", "24", "--ids", "--top-probs", "3"])
+    tops = [[(int(a), float(b)) for a, b in (kv.split(":") for kv in line.split()[1:])]
+            for line in top_err.splitlines() if line.startswith("top:")]
+    check(top_ids == ids_out and len(tops) == len(ids) and all(len(t) == 3 for t in tops),
+          f"--top-probs 3: {len(tops)} lines for {len(ids)} ids")
+    check(all(t[0][0] == i and t[0][1] >= t[1][1] >= t[2][1] and t[0][1] <= 0 for t, i in zip(tops, ids)),
+          f"--top-probs: the greedy id does not lead its line: {tops[:3]} for {ids[:3]}")
+    timing = re.search(r"infer-generate: load [0-9.]+ ms \| prompt (\d+) tokens, [0-9.]+ ms, [0-9.]+ tokens/s \| "
+                       r"generated (\d+) tokens, [0-9.]+ ms, [0-9.]+ tokens/s, [0-9.]+ ms per token \| finish: (\w+)", top_err)
+    check(timing is not None and int(timing.group(2)) == len(ids), f"timing line: {top_err.splitlines()[-1:]}")
 
     # Stop at a piece of the greedy output: the output becomes the text before it.
     text = a
@@ -138,6 +155,19 @@ with tempfile.TemporaryDirectory() as tmp:
     _, err = run([tool("infer-perplexity"), "-m", model, "-f", os.path.join(root, "tests/data/text/corpus.txt"),
                   "-c", "1000000"], expect_rc=1)
     check("needs at least" in err, f"too large a context: {err!r}")
+
+# Public API only: every include of examples/ and of the serving benchmark is a system header, a
+# public one (infer/..., infer.h) or the tools' own cli_common.hpp; the tools link the shared library.
+sources = [os.path.join(root, "examples", f) for f in sorted(os.listdir(os.path.join(root, "examples")))
+           if f.endswith((".cpp", ".hpp", ".h", ".c"))] + [os.path.join(root, "benchmarks/serving/serving.cpp")]
+for path in sources:
+    for inc in re.findall(r'^\s*#\s*include\s*"([^"]+)"', open(path, encoding="utf-8").read(), re.M):
+        check(inc.startswith("infer/") or inc in ("infer.h", "cli_common.hpp"),
+              f"{os.path.relpath(path, root)} includes the internal header {inc!r}")
+if shutil.which("readelf"):
+    for name in ("infer-generate", "infer-chat", "infer-perplexity"):
+        dyn = subprocess.run(["readelf", "-d", tool(name)], capture_output=True, text=True).stdout
+        check(re.search(r"NEEDED.*\[libinfer\.so\.\d+\]", dyn) is not None, f"{name} does not load libinfer.so")
 
 for f in failures:
     print("FAIL:", f)

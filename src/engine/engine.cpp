@@ -367,6 +367,10 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
   impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
   impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
   impl->pool = std::make_unique<ThreadPool>(config.threads);
+  {
+    std::lock_guard lock(impl->mutex_);
+    impl->publish_locked();  // stats() shows the pool before the first step
+  }
   impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
   impl->started = impl->now();
   Engine::Impl* raw = impl.get();
@@ -784,8 +788,8 @@ bool Engine::Impl::step() {
   const double schedule_ms = t_schedule.elapsed_ms();
 
   Timer t_forward;
-  if (hooks.before_forward) hooks.before_forward(*pool, counters_steps_);
-  ++counters_steps_;
+  const int64_t step_number = counters_steps_++;
+  if (hooks.before_forward) hooks.before_forward(*pool, step_number);
   const Status fs = model->forward(batch_, kv->view(), logits_.data(), *pool);
   const double forward_ms = t_forward.elapsed_ms();
   int64_t prompt_rows = 0;

@@ -10,14 +10,17 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include <unistd.h>
 
+#include "engine/engine_testing.hpp"
 #include "infer/engine.hpp"
 #include "tiny_llama.hpp"
 
@@ -156,6 +159,53 @@ void require_balanced(const EngineStats& s) {
   CHECK(s.kv_blocks_used == 0);
   CHECK(s.kv_blocks_cached + s.kv_blocks_free == s.kv_blocks_total);
 }
+
+// A clock the test moves: each forward pass takes exactly `step_ms` of it.
+struct TestClock {
+  std::atomic<int64_t> now_us{1'000'000};
+  EngineTesting::Hooks hooks(int64_t step_us) {
+    EngineTesting::Hooks h;
+    h.clock = [this] { return std::chrono::steady_clock::time_point(std::chrono::microseconds(now_us.load())); };
+    h.before_forward = [this, step_us](ThreadPool&, int64_t) { now_us += step_us; };
+    return h;
+  }
+};
+
+std::unique_ptr<Engine> make_engine_with(EngineConfig c, EngineTesting::Hooks hooks, const std::string& path = model_path()) {
+  c.threads = c.threads ? c.threads : 2;
+  auto e = EngineTesting::create(path, c, std::move(hooks));
+  REQUIRE(e.ok());
+  return std::move(e).value();
+}
+
+// Holds the worker inside a step's hook until release(): what the test does meanwhile cannot
+// race the engine.
+struct StepGate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool held = false, open = false;
+  int64_t hold_at = 0;
+  EngineTesting::Hooks hooks() {
+    EngineTesting::Hooks h;
+    h.before_forward = [this](ThreadPool&, int64_t step) {
+      if (step != hold_at) return;
+      std::unique_lock lock(m);
+      held = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return open; });
+    };
+    return h;
+  }
+  void wait_held() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return held; });
+  }
+  void release() {
+    std::lock_guard lock(m);
+    open = true;
+    cv.notify_all();
+  }
+};
 
 }  // namespace
 
@@ -387,48 +437,132 @@ TEST_CASE("detached requests stream to their callback and are forgotten when the
 TEST_CASE("cancel ends a request within a step, also in the middle of its prompt", "[engine]") {
   EngineConfig c;
   c.max_batch_tokens = 1;  // a 400-token prompt takes 400 steps
-  auto e = make_engine(c);
+  StepGate gate;
+  gate.hold_at = 10;
+  auto e = make_engine_with(c, gate.hooks());
   std::mt19937 rng(4);
   auto id = e->submit(greedy(random_prompt(rng, 400), 50)).value();
-  while (e->stats().steps == 0) std::this_thread::yield();  // its prefill has begun
+  gate.wait_held();  // in the middle of its prompt
   REQUIRE(e->cancel(id).is_ok());
+  gate.release();
   auto done = e->wait(id).value();
   CHECK(done.reason == FinishReason::cancelled);
   CHECK(done.status.code() == StatusCode::cancelled);
   CHECK(done.ids.empty());
   CHECK(e->cancel(id).code() == StatusCode::not_found);  // collected by wait()
+  CHECK(e->stats().steps == 11);  // the cancel took effect before the step after the held one
   require_balanced(e->stats());
   REQUIRE(e->check_invariants().is_ok());
 }
 
-TEST_CASE("a deadline ends a request with deadline_exceeded", "[engine]") {
+TEST_CASE("a deadline ends a request with deadline_exceeded, in the step its time runs out", "[engine]") {
   EngineConfig c;
-  c.max_batch_tokens = 1;
-  auto e = make_engine(c);
+  c.max_batch_tokens = 1;  // one prompt token per step: 1 ms of the test clock each
+  TestClock clock;
+  auto e = make_engine_with(c, clock.hooks(1000));
   std::mt19937 rng(6);
   Request r = greedy(random_prompt(rng, 200), 100);
   r.timeout_ms = 5;
   auto done = e->generate(r).value();
   CHECK(done.reason == FinishReason::deadline);
   CHECK(done.status.code() == StatusCode::deadline_exceeded);
+  CHECK(done.ids.empty());
+  CHECK(e->stats().steps == 5);  // checked before each step: the sixth never starts
+  CHECK(done.metrics.e2e_ms == 5.0);
+  // Without a deadline the same request runs to its length.
+  r.timeout_ms = 0;
+  r.params.max_tokens = 3;
+  auto full = e->generate(r).value();
+  CHECK(full.reason == FinishReason::length);
+  CHECK(full.metrics.ttft_ms == 200.0);  // 200 prompt steps of 1 ms
+  CHECK(full.metrics.tpot_ms == 1.0);
+  require_balanced(e->stats());
 }
 
 TEST_CASE("batch_wait_ms: an idle engine gathers requests before its first step", "[engine]") {
+  std::mt19937 rng(12);
+  {
+    // Alone, a request waits out the whole gathering time (the wait ends early only when
+    // max_sequences requests are there): a lower bound the wait guarantees, not a race.
+    EngineConfig c;
+    c.batch_wait_ms = 50;
+    auto e = make_engine(c);
+    auto lone = e->generate(greedy(random_prompt(rng, 10), 2)).value();
+    CHECK(lone.metrics.queue_ms >= 50.0);
+  }
+  // Four submitted together fill max_sequences: the first step takes them all at once (the
+  // gathering time is far longer than four submits take).
   EngineConfig c;
-  c.batch_wait_ms = 200;
+  c.batch_wait_ms = 600'000;
   c.max_sequences = 4;
   auto e = make_engine(c);
-  std::mt19937 rng(12);
-  // Alone, a request waits out the whole gathering time (the wait ends early only when
-  // max_sequences requests are there).
-  auto lone = e->generate(greedy(random_prompt(rng, 10), 2)).value();
-  CHECK(lone.metrics.queue_ms >= 190.0);
-  // Four submitted together fill max_sequences: the first step takes them all at once.
-  const int64_t steps_before = e->stats().steps;  // the lone request's steps are all counted
   std::vector<RequestId> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(e->submit(greedy(random_prompt(rng, 10), 2)).value());
   for (RequestId id : ids) REQUIRE(e->wait(id).value().status.is_ok());
-  CHECK(e->stats().steps - steps_before == 2);  // one step of 4 prompts, one of 4 decodes
+  CHECK(e->stats().steps == 2);  // one step of 4 prompts, one of 4 decodes
+}
+
+TEST_CASE("a step that throws ends only its own requests, and the engine keeps serving", "[engine][failure]") {
+  std::mt19937 rng(21);
+  const auto first = random_prompt(rng, 30), second = random_prompt(rng, 25), later = random_prompt(rng, 12);
+  const auto ref_second = reference_greedy(second, 10), ref_later = reference_greedy(later, 10);
+  struct Case {
+    const char* what;
+    StatusCode code;
+    std::function<void(ThreadPool&)> fail;
+  };
+  const std::vector<Case> cases = {
+      {"a failed allocation", StatusCode::out_of_memory, [](ThreadPool&) { throw std::bad_alloc(); }},
+      {"a thread-pool task's exception", StatusCode::internal,
+       [](ThreadPool& pool) {
+         pool.parallel_for(64, [](size_t begin, size_t) {
+           if (begin == 0) throw std::runtime_error("injected");
+         }, 1);
+       }},
+  };
+  for (const Case& k : cases) {
+    INFO(k.what);
+    // One sequence at a time: the first request alone is in step 3 when it fails; the second
+    // waits in the queue and must not notice.
+    EngineConfig c;
+    c.max_sequences = 1;
+    EngineTesting::Hooks hooks;
+    hooks.before_forward = [&k](ThreadPool& pool, int64_t step) {
+      if (step == 3) k.fail(pool);
+    };
+    auto e = make_engine_with(c, hooks);
+    const RequestId a = e->submit(greedy(first, 10)).value();
+    const RequestId b = e->submit(greedy(second, 10)).value();
+    auto done_a = e->wait(a).value();
+    CHECK(done_a.reason == FinishReason::error);
+    CHECK(done_a.status.code() == k.code);
+    CHECK(done_a.ids.size() == 3);  // steps 0-2 (the prompt, two decodes) sampled a token each
+    auto done_b = e->wait(b).value();
+    INFO(done_b.status.message());
+    CHECK(done_b.status.is_ok());
+    CHECK(done_b.ids == ref_second);
+    CHECK(e->generate(greedy(later, 10)).value().ids == ref_later);
+    const EngineStats st = e->stats();
+    CHECK(st.requests_failed == 1);
+    require_balanced(st);
+    REQUIRE(e->check_invariants().is_ok());
+  }
+}
+
+TEST_CASE("a callback that throws ends its own request with an error, not the engine", "[engine][failure]") {
+  auto e = make_engine();
+  std::mt19937 rng(22);
+  Request r = greedy(random_prompt(rng, 10), 20);
+  r.on_event = [](const StreamEvent& ev) {
+    if (ev.token >= 0) throw std::runtime_error("host bug");
+  };
+  auto done = e->generate(r).value();
+  CHECK(done.reason == FinishReason::error);
+  CHECK(done.status.code() == StatusCode::internal);
+  CHECK(done.ids.size() == 1);
+  const auto p = random_prompt(rng, 10);
+  CHECK(e->generate(greedy(p, 6)).value().ids == reference_greedy(p, 6));
+  require_balanced(e->stats());
 }
 
 TEST_CASE("bad requests fail at submit with a clear status", "[engine]") {
@@ -445,17 +579,35 @@ TEST_CASE("bad requests fail at submit with a clear status", "[engine]") {
   Request temp = greedy({1, 2}, 4);
   temp.params.temperature = -1;
   CHECK(e->submit(temp).status().code() == StatusCode::invalid_argument);
-  // Admission control: with one sequence running and max_waiting 2 queued, more are refused.
+  Request two = greedy({1, 2}, 4);
+  two.prompt = "text as well";
+  CHECK(e->submit(two).status().code() == StatusCode::invalid_argument);  // two prompts
+  Request lp = greedy({1, 2}, 4);
+  lp.params.top_logprobs = 21;
+  CHECK(e->submit(lp).status().code() == StatusCode::invalid_argument);
+}
+
+TEST_CASE("admission control: with max_waiting requests queued, submit fails overloaded", "[engine]") {
+  EngineConfig c;
+  c.max_waiting = 2;
+  c.max_sequences = 1;
+  StepGate gate;
+  auto e = make_engine_with(c, gate.hooks());
+  std::mt19937 rng(8);
+  // The first request runs (held in its first step); two more may wait; the rest are refused.
+  std::vector<RequestId> ids{e->submit(greedy(random_prompt(rng, 30), 5)).value()};
+  gate.wait_held();
   int overloaded = 0;
-  std::vector<RequestId> ids;
   for (int i = 0; i < 20; ++i) {
-    auto id = e->submit(greedy(random_prompt(rng, 30), 30));
+    auto id = e->submit(greedy(random_prompt(rng, 30), 5));
     if (id.ok()) ids.push_back(*id);
     else if (id.status().code() == StatusCode::overloaded) ++overloaded;
   }
-  CHECK(overloaded > 0);
-  for (RequestId id : ids) CHECK(e->wait(id).ok());
-  CHECK(e->stats().requests_rejected == overloaded);
+  gate.release();
+  CHECK(ids.size() == 3);
+  CHECK(overloaded == 18);
+  for (RequestId id : ids) CHECK(e->wait(id).value().status.is_ok());
+  CHECK(e->stats().requests_rejected == 18);
 }
 
 TEST_CASE("higher priority is admitted first", "[engine]") {
@@ -565,4 +717,167 @@ TEST_CASE("stress: 500 requests from 8 threads with cancellations and a small po
   CHECK(st.waiting == 0);
   require_balanced(st);
   REQUIRE(e->check_invariants().is_ok());
+}
+
+// log-softmax in float64, the reference for the engine's log-probabilities.
+std::vector<double> log_softmax64(const float* row, size_t n) {
+  double max = row[0];
+  for (size_t i = 0; i < n; ++i) max = std::max(max, static_cast<double>(row[i]));
+  double z = 0;
+  for (size_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(row[i]) - max);
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(row[i]) - max - std::log(z);
+  return out;
+}
+
+TEST_CASE("prompt scoring: each prompt token's log-probability matches a float64 log-softmax of its logits", "[engine][score]") {
+  auto e = make_engine();
+  std::mt19937 rng(31);
+  const auto prompt = random_prompt(rng, 40);
+  Request r = greedy(prompt, 0);
+  r.score.from = 10;
+  r.score.top_logprobs = 5;
+  r.score.logits = true;
+  auto done = e->generate(r).value();
+  REQUIRE(done.status.is_ok());
+  CHECK(done.ids.empty());
+  CHECK(done.reason == FinishReason::length);
+  const size_t n_vocab = 64;
+  REQUIRE(done.prompt_logprobs.size() == 30);
+  REQUIRE(done.prompt_logits.size() == 30 * n_vocab);
+  for (size_t k = 0; k < 30; ++k) {
+    const TokenLogprobs& lp = done.prompt_logprobs[k];
+    CHECK(lp.token == prompt[10 + k]);
+    const auto ref = log_softmax64(done.prompt_logits.data() + k * n_vocab, n_vocab);
+    CHECK(std::abs(lp.logprob - ref[static_cast<size_t>(lp.token)]) < 1e-5);
+    REQUIRE(lp.top.size() == 5);
+    for (size_t i = 0; i < 5; ++i) {
+      CHECK(std::abs(lp.top[i].logprob - ref[static_cast<size_t>(lp.top[i].token)]) < 1e-5);
+      if (i > 0) CHECK(lp.top[i - 1].logprob >= lp.top[i].logprob);
+    }
+    // The top entry is the most likely token of the reference.
+    CHECK(ref[static_cast<size_t>(lp.top[0].token)] == *std::max_element(ref.begin(), ref.end()));
+  }
+  // Scoring is not served from the cache: the same prompt again gives the same numbers, even
+  // though its blocks are now cached, and chunked the same.
+  EngineConfig c;
+  c.max_batch_tokens = 7;
+  auto chunked = make_engine(c);
+  (void)chunked->generate(greedy(prompt, 1)).value();  // fills the prefix cache
+  auto again = chunked->generate(r).value();
+  REQUIRE(again.prompt_logprobs.size() == 30);
+  for (size_t k = 0; k < 30; ++k) CHECK(again.prompt_logprobs[k].logprob == done.prompt_logprobs[k].logprob);
+  CHECK(again.prompt_logits == done.prompt_logits);
+}
+
+TEST_CASE("generated tokens' logprobs equal the prompt scores of the same text", "[engine][score]") {
+  auto e = make_engine();
+  std::mt19937 rng(32);
+  const auto prompt = random_prompt(rng, 20);
+  Request r = greedy(prompt, 12);
+  r.params.logprobs = true;
+  r.params.top_logprobs = 3;
+  std::vector<float> streamed;
+  r.on_event = [&](const StreamEvent& ev) {
+    if (ev.logprobs) streamed.push_back(ev.logprobs->logprob);
+  };
+  auto gen = e->generate(r).value();
+  REQUIRE(gen.logprobs.size() == 12);
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), gen.ids.begin(), gen.ids.end());
+  Request s = greedy(full, 0);
+  s.score.from = static_cast<int64_t>(prompt.size());
+  auto scored = e->generate(s).value();
+  REQUIRE(scored.prompt_logprobs.size() == 12);
+  for (size_t i = 0; i < 12; ++i) {
+    CHECK(gen.logprobs[i].token == gen.ids[i]);
+    CHECK(gen.logprobs[i].logprob <= 0.0f);
+    // Greedy picks the most likely token: the top alternative is the token itself.
+    CHECK(gen.logprobs[i].top.at(0).token == gen.ids[i]);
+    CHECK(gen.logprobs[i].logprob == scored.prompt_logprobs[i].logprob);
+    CHECK(streamed.at(i) == gen.logprobs[i].logprob);
+  }
+}
+
+TEST_CASE("chat messages render with the template and generate as the rendered text does", "[engine][chat]") {
+  EngineConfig c;
+  c.chat_template = "chatml";
+  auto e = make_engine(c);
+  const std::vector<ChatMessage> chat = {{"system", "Be brief."}, {"user", "Hi"}};
+  auto text = e->render_chat(chat);
+  REQUIRE(text.ok());
+  CHECK(*text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(e->model().chat_template == "chatml");
+  Request by_messages;
+  by_messages.messages = chat;
+  by_messages.params.temperature = 0;
+  by_messages.params.max_tokens = 8;
+  Request by_text = by_messages;
+  by_text.messages.clear();
+  by_text.prompt = *text;
+  // The tiny vocabulary has no <|im_end|> token: the end of turn is a stop string for both.
+  by_text.params.stop = {"<|im_end|>"};
+  auto a = e->generate(by_messages).value();
+  auto b = e->generate(by_text).value();
+  CHECK(a.ids == b.ids);
+  CHECK(a.metrics.prompt_tokens == b.metrics.prompt_tokens);
+  CHECK(e->render_chat({{"robot", "x"}}).status().code() == StatusCode::invalid_argument);
+
+  // Without a template in the file and none configured, messages fail with the reason.
+  auto plain = make_engine();
+  CHECK(plain->model().chat_template.empty());
+  Request m;
+  m.messages = chat;
+  CHECK(plain->submit(m).status().code() == StatusCode::not_found);
+  CHECK(plain->render_chat(chat).status().code() == StatusCode::not_found);
+  EngineConfig bad;
+  bad.chat_template = "vicuna";
+  CHECK(Engine::create(model_path(), bad).status().code() == StatusCode::invalid_argument);
+  const auto names = chat_template_names();
+  CHECK(std::find(names.begin(), names.end(), "chatml") != names.end());
+}
+
+TEST_CASE("tokenize and detokenize round-trip, with the options submit uses", "[engine]") {
+  auto e = make_engine();
+  auto with_bos = e->tokenize("hello world", true, true).value();
+  auto without = e->tokenize("hello world", false, true).value();
+  REQUIRE(!with_bos.empty());
+  CHECK(with_bos.front() == e->model().bos);
+  CHECK(std::vector<int32_t>(with_bos.begin() + 1, with_bos.end()) == without);
+  // Generated text is the detokenized ids (this vocabulary's pieces carry no leading space).
+  std::mt19937 rng(34);
+  auto gen = e->generate(greedy(random_prompt(rng, 8), 10)).value();
+  CHECK(e->detokenize(gen.ids).value() == gen.text);
+  CHECK(!gen.text.empty());
+  CHECK(e->detokenize({1, 9999}).status().code() == StatusCode::invalid_argument);
+  // A text prompt is tokenized exactly so.
+  Request r;
+  r.prompt = "hello world";
+  r.params.max_tokens = 0;
+  CHECK(e->generate(r).value().metrics.prompt_tokens == static_cast<int64_t>(with_bos.size()));
+  r.add_special = false;
+  CHECK(e->generate(r).value().metrics.prompt_tokens == static_cast<int64_t>(without.size()));
+}
+
+TEST_CASE("load progress rises to 1 and kv_cache_tokens sizes the pool in positions", "[engine]") {
+  EngineConfig c;
+  std::vector<double> seen;
+  c.on_load_progress = [&](double f) { seen.push_back(f); };
+  c.kv_cache_tokens = 64;
+  c.block_size = 16;
+  c.max_sequences = 1;
+  auto e = make_engine(c);
+  REQUIRE(seen.size() >= 3);
+  CHECK(seen.front() == 0.0);
+  CHECK(seen.back() == 1.0);
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  CHECK(e->stats().kv_blocks_total == 4);
+  std::mt19937 rng(33);
+  CHECK(e->submit(greedy(random_prompt(rng, 63), 1)).ok());
+  CHECK(e->submit(greedy(random_prompt(rng, 64), 1)).status().code() == StatusCode::out_of_range);
+  CHECK(e->submit(greedy(random_prompt(rng, 64), 0)).ok());  // scoring needs no position beyond the prompt
+  const ModelDescription d = e->model();
+  CHECK(d.n_layer == 2);
+  CHECK(d.n_params > 0);
+  CHECK(d.size_bytes > 0);
 }

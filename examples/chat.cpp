@@ -141,6 +141,7 @@ class TurnSource {
 
   Input next(std::string& turn) {
     if (!scripted_.empty()) {
+      if (g_interrupted) return Input::interrupted;
       if (index_ == scripted_.size()) return Input::end;
       turn = scripted_[index_++];
       return Input::line;
@@ -274,7 +275,10 @@ int main(int argc, char** argv) {
   set_sigint_blocked(true);
   auto created = Engine::create(o.model, config);
   set_sigint_blocked(false);
-  if (!created.ok()) cli::fail(kTool, created.status().message());
+  if (!created.ok()) {
+    if (config.on_load_progress) std::fputs("\r\033[K", stderr);  // the unfinished bar
+    cli::fail(kTool, created.status().message());
+  }
   install_sigint_handler();
   Engine& engine = **created;
   const ModelDescription model = engine.model();

@@ -21,7 +21,7 @@ mkdir -p "$cache"
 
 f16=$cache/tinyllama-shape-f16.gguf
 if [[ ! -f $f16 ]]; then
-  "$build/examples/infer-make-model" -o "$f16" --type f16 --vocab tests/data/tokenizer/spm-bpe.model \
+  "$build/bin/infer-make-model" -o "$f16" --type f16 --vocab tests/data/tokenizer/spm-bpe.model \
     --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --ctx 2048 --seed 5 \
     --name "TinyLlama-1.1B shape (random weights)" 2>/dev/null
 fi
@@ -38,7 +38,7 @@ path, model, build, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 # The shortest prefix of the corpus that tokenizes to n tokens (a BOS may be added on top).
 text = open("tests/data/text/corpus.txt", encoding="utf-8").read()[:20 * n]
 lo, hi = 0, len(text)
-count = lambda t: len(subprocess.run([f"{build}/examples/infer-tokenize", "-m", model, "-p", t, "--no-bos"],
+count = lambda t: len(subprocess.run([f"{build}/bin/infer-tokenize", "-m", model, "-p", t, "--no-bos"],
                                      capture_output=True, text=True).stdout.split())
 while lo < hi:
     mid = (lo + hi) // 2
@@ -60,7 +60,7 @@ for entry in "${models[@]}"; do
   label=${entry%%=*}
   file=${entry#*=}
   make_prompt "$prompt_file" "$file"
-  ours=$("$build/examples/infer-generate" -m "$file" -f "$prompt_file" -n "$n_gen" --temp 0 --ignore-eos -t "$threads" \
+  ours=$("$build/bin/infer-generate" -m "$file" -f "$prompt_file" -n "$n_gen" --temp 0 --ignore-eos -t "$threads" \
     -b "$n_prompt" 2>&1 >/dev/null | tail -n 1)
   pp=$(echo "$ours" | sed -nE 's/.*prompt [0-9]+ tokens, [0-9.]+ ms, ([0-9.]+) tokens\/s.*/\1/p')
   tg=$(echo "$ours" | sed -nE 's/.*generated [0-9]+ tokens, [0-9.]+ ms, ([0-9.]+) tokens\/s.*/\1/p')

@@ -17,7 +17,7 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/libinfer/bench
 mkdir -p "$cache"
 model=$cache/tinyllama-shape-q4_0-pure.gguf
 if [[ ! -f $model ]]; then
-  "$build/examples/infer-make-model" -o "$model" --type q4_0 --vocab tests/data/tokenizer/spm-bpe.model \
+  "$build/bin/infer-make-model" -o "$model" --type q4_0 --vocab tests/data/tokenizer/spm-bpe.model \
     --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --ctx 2048 --seed 5 \
     --name "TinyLlama-1.1B shape (random weights)" >/dev/null 2>&1
 fi

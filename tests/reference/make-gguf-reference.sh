@@ -26,7 +26,7 @@ cp "$work/llama-written.gguf" "$out/llama-written.gguf"
 dump "$PWD/$out/llama-written.gguf" "$out/llama-written.dump.txt"
 
 # 2. Written by our writer (infer-make-model), read by llama.cpp.
-"$build/examples/infer-make-model" -o "$out/libinfer-tiny-f32.gguf" --n-embd 32 --n-layer 1 --n-head 4 \
+"$build/bin/infer-make-model" -o "$out/libinfer-tiny-f32.gguf" --n-embd 32 --n-layer 1 --n-head 4 \
   --n-head-kv 2 --n-ff 64 --ctx 128 --seed 7 2>/dev/null
 dump "$PWD/$out/libinfer-tiny-f32.gguf" "$out/libinfer-tiny-f32.dump.txt"
 
@@ -34,7 +34,7 @@ dump "$PWD/$out/libinfer-tiny-f32.gguf" "$out/libinfer-tiny-f32.dump.txt"
 #    rows are multiples of 256 so that K-quants apply.
 "$bin/llama-quantize" "$out/libinfer-tiny-f32.gguf" "$out/llama-quantized-q8_0.gguf" Q8_0 >/dev/null 2>&1
 dump "$PWD/$out/llama-quantized-q8_0.gguf" "$out/llama-quantized-q8_0.dump.txt"
-"$build/examples/infer-make-model" -o "$work/k.gguf" --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 2 \
+"$build/bin/infer-make-model" -o "$work/k.gguf" --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 2 \
   --n-ff 256 --ctx 128 --seed 8 2>/dev/null
 "$bin/llama-quantize" "$work/k.gguf" "$out/llama-quantized-q4_k_m.gguf" Q4_K_M >/dev/null 2>&1
 dump "$PWD/$out/llama-quantized-q4_k_m.gguf" "$out/llama-quantized-q4_k_m.dump.txt"

@@ -27,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 echo "--vocab $vocab --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 512 --ctx 512 --seed 11" > "$out/make-model.args"
 make_model() {  # type output
   # shellcheck disable=SC2046
-  "$build/examples/infer-make-model" -o "$2" --type "$1" $(cat "$out/make-model.args") 2>/dev/null
+  "$build/bin/infer-make-model" -o "$2" --type "$1" $(cat "$out/make-model.args") 2>/dev/null
 }
 
 ctx=128
@@ -69,7 +69,7 @@ done
 # n_embd), six layers of which five see a sliding window of 32 positions, so that the context of
 # 128 exercises the window; RoPE base 1e6 on the global layer, 10000 on the local ones.
 echo "--arch gemma3 --vocab $vocab --n-embd 256 --n-layer 6 --n-head 4 --n-head-kv 1 --head-dim 128 --n-ff 512 --ctx 512 --rope-base 1000000 --sliding-window 32 --seed 13" > "$out/gemma3-make-model.args"
-"$build/examples/infer-make-model" -o "$work/gemma3-f32.gguf" --type f32 $(cat "$out/gemma3-make-model.args") 2>/dev/null
+"$build/bin/infer-make-model" -o "$work/gemma3-f32.gguf" --type f32 $(cat "$out/gemma3-make-model.args") 2>/dev/null
 reference "$work/gemma3-f32.gguf" ours
 # (Quantized Gemma-shaped files are not in the table: llama.cpp's results on them differ from ours
 # by a mean KL divergence of ~1e-5 (Q8_0) to ~1e-4 (Q6_K) where Llama-shaped ones agree exactly;

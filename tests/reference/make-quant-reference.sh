@@ -30,10 +30,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Model rows are multiples of 256 so that every K-quant applies without fallback...
-"$build/examples/infer-make-model" -o "$work/f32.gguf" --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 2 \
+"$build/bin/infer-make-model" -o "$work/f32.gguf" --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 2 \
   --n-ff 512 --ctx 128 --seed 11 2>/dev/null
 # ...and a second model whose rows are not (96, 160), to record llama-quantize's fallback types.
-"$build/examples/infer-make-model" -o "$work/odd.gguf" --n-embd 96 --n-layer 1 --n-head 4 --n-head-kv 2 \
+"$build/bin/infer-make-model" -o "$work/odd.gguf" --n-embd 96 --n-layer 1 --n-head 4 --n-head-kv 2 \
   --n-ff 160 --ctx 128 --seed 12 2>/dev/null
 
 # --pure: every 2-D tensor gets the preset's base type (no K-quant mixture).

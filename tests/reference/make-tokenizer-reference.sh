@@ -37,7 +37,7 @@ cp "$work/spm-bpe.model" "$out/spm-bpe.model"
 
 # 2. A GGUF with that vocabulary, as small as a loadable Llama model gets (llama-tokenize reads
 #    the vocabulary only).
-"$build/examples/infer-make-model" -o "$out/spm-bpe.gguf" --vocab "$out/spm-bpe.model" --n-embd 8 --n-layer 1 \
+"$build/bin/infer-make-model" -o "$out/spm-bpe.gguf" --vocab "$out/spm-bpe.model" --n-embd 8 --n-layer 1 \
   --n-head 2 --n-head-kv 1 --n-ff 8 --ctx 64 --type f16 --tied --seed 11 --name "libinfer tokenizer reference" \
   2>/dev/null
 

@@ -207,7 +207,7 @@ typedef struct infer_token_event {
   size_t text_len;
   int finished;               /* nonzero on the last event of the request */
   infer_finish_reason reason; /* with finished */
-  float logprob;              /* the token's log-probability when the request asked for logprobs, else 0 */
+  double logprob;             /* the token's log-probability when the request asked for logprobs, else 0 */
 } infer_token_event;
 
 /* Called on the engine's worker for every generated token and once more with finished != 0.
@@ -342,7 +342,7 @@ INFER_API infer_status infer_result_metrics(const infer_result *result, infer_re
 
 typedef struct infer_token_logprob {
   int32_t token;
-  float logprob;
+  double logprob;             /* double: summed over a text (perplexity) it keeps its precision */
 } infer_token_logprob;
 
 /* With logprobs: one entry per generated token (the token and its log-probability), *n of them;

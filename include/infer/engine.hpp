@@ -92,15 +92,16 @@ struct PromptScoring {
   bool logits = false;                 // also the raw logits (n_vocab floats) that predict each scored token
 };
 
+// Log-probabilities are doubles: summed over a text (perplexity) they keep their precision.
 struct TokenLogprob {
   int32_t token = -1;
-  float logprob = 0;
+  double logprob = 0;
 };
 
 // One token's log-probability and, when asked, its most likely alternatives (most likely first).
 struct TokenLogprobs {
   int32_t token = -1;
-  float logprob = 0;
+  double logprob = 0;
   std::vector<TokenLogprob> top;
 };
 

@@ -77,8 +77,8 @@ SamplingParams to_sampling(const GenerationParams& p) {
 
 constexpr int32_t kMaxTopLogprobs = 20;
 
-// log-softmax of one logits row, as llama.cpp's perplexity computes it (float differences, a
-// double sum): log p(i) = (logit_i - max) - log_z.
+// log-softmax of one logits row, as llama.cpp's perplexity computes it (float differences and
+// exponentials, a double sum): log p(i) = (logit_i - max) - log_z.
 struct LogSoftmax {
   float max = 0;
   double log_z = 0;
@@ -86,10 +86,10 @@ struct LogSoftmax {
     max = row[0];
     for (float l : row) max = std::max(max, l);
     double z = 0;
-    for (float l : row) z += std::exp(static_cast<double>(l - max));
+    for (float l : row) z += std::exp(l - max);  // float exp, double sum
     log_z = std::log(z);
   }
-  float operator()(float logit) const { return static_cast<float>(static_cast<double>(logit - max) - log_z); }
+  double operator()(float logit) const { return static_cast<double>(logit - max) - log_z; }
 };
 
 // The token's log-probability and the row's `top` most likely tokens (most likely first; ties by

@@ -777,7 +777,7 @@ TEST_CASE("generated tokens' logprobs equal the prompt scores of the same text",
   Request r = greedy(prompt, 12);
   r.params.logprobs = true;
   r.params.top_logprobs = 3;
-  std::vector<float> streamed;
+  std::vector<double> streamed;
   r.on_event = [&](const StreamEvent& ev) {
     if (ev.logprobs) streamed.push_back(ev.logprobs->logprob);
   };

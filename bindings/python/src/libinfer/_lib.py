@@ -42,7 +42,7 @@ class TokenEventStruct(ctypes.Structure):
         ("text_len", c_size_t),
         ("finished", c_int),
         ("reason", c_int),
-        ("logprob", c_float),
+        ("logprob", ctypes.c_double),
     ]
 
 
@@ -130,7 +130,7 @@ class RequestMetrics(ctypes.Structure):
 
 
 class TokenLogprobStruct(ctypes.Structure):
-    _fields_ = [("token", c_int32), ("logprob", c_float)]
+    _fields_ = [("token", c_int32), ("logprob", ctypes.c_double)]
 
 
 class Latency(ctypes.Structure):

@@ -51,7 +51,6 @@ static_assert(static_cast<int>(infer::WeightType::keep) == INFER_WEIGHT_KEEP &&
                   static_cast<int>(infer::WeightType::q8_0) == INFER_WEIGHT_Q8_0 &&
                   static_cast<int>(infer::WeightType::q4_0) == INFER_WEIGHT_Q4_0,
               "C and C++ weight types must stay numerically equal");
-static_assert(sizeof(infer_token_logprob) == sizeof(int32_t) + sizeof(float));
 
 struct infer_engine {
   std::unique_ptr<infer::Engine> engine;
@@ -76,9 +75,10 @@ struct FlatLogprobs {
     chosen.reserve(in.size());
     top_begin.reserve(in.size() + 1);
     for (const infer::TokenLogprobs& t : in) {
-      chosen.push_back({t.token, t.logprob});
+      chosen.push_back({t.token, static_cast<decltype(infer_token_logprob::logprob)>(t.logprob)});
       top_begin.push_back(top.size());
-      for (const infer::TokenLogprob& a : t.top) top.push_back({a.token, a.logprob});
+      for (const infer::TokenLogprob& a : t.top)
+        top.push_back({a.token, static_cast<decltype(infer_token_logprob::logprob)>(a.logprob)});
     }
     top_begin.push_back(top.size());
   }
@@ -375,7 +375,7 @@ struct TokenBridge {
     e.text_len = text.size();
     e.finished = ev.finished ? 1 : 0;
     e.reason = static_cast<infer_finish_reason>(ev.reason);
-    e.logprob = ev.logprobs ? ev.logprobs->logprob : 0.0f;
+    e.logprob = ev.logprobs ? ev.logprobs->logprob : 0;
     // The engine turns a cancel from its own worker into INFER_FINISH_CANCELLED within one step;
     // after the final event there is nothing left to cancel.
     if (callback(&e, user_data) != 0 && !ev.finished) engine->cancel(ev.id);
@@ -510,7 +510,8 @@ void infer_log_set_callback(infer_log_callback callback, void* user_data) {
 }
 
 infer_status infer_log_set_level(infer_log_level level) {
-  if (level < INFER_LOG_DEBUG || level > INFER_LOG_ERROR) return INFER_ERR_INVALID_ARGUMENT;
+  if (level < INFER_LOG_DEBUG || level > INFER_LOG_ERROR)
+    return fail(nullptr, INFER_ERR_INVALID_ARGUMENT, "infer_log_set_level: not an infer_log_level");
   infer::set_log_level(static_cast<infer::LogLevel>(level));
   return INFER_OK;
 }
@@ -575,9 +576,11 @@ infer_status infer_engine_create(const infer_engine_params* params, infer_engine
 void infer_engine_destroy(infer_engine* engine) {
   if (!engine) return;
   t_engine_errors.erase(engine);
-  {
+  try {
     std::lock_guard lock(live_mutex());
     live_serials().erase(engine->serial);
+  } catch (...) {
+    // The serial stays listed: other threads' slots of this engine stay (never shown) until they exit.
   }
   delete engine;  // ~Engine cancels what is in flight and joins the worker; it does not throw
 }

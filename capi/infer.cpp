@@ -455,6 +455,63 @@ const std::vector<std::string>* chat_template_list() noexcept {
   }
 }
 
+// The caller's struct_size bytes of a defaults-filled struct of `ours` bytes: the common prefix
+// (append-only fields: the same layout in both), zeros past ours; then the caller's size.
+void copy_defaults(void* out, const void* full, size_t ours, size_t struct_size) {
+  std::memcpy(out, full, std::min(ours, struct_size));
+  if (struct_size > ours) std::memset(static_cast<char*>(out) + ours, 0, struct_size - ours);
+  std::memcpy(out, &struct_size, sizeof struct_size);
+}
+
+void fill_engine_defaults(infer_engine_params& full) {
+  infer_engine_params* params = &full;
+  const infer::EngineConfig d;
+  std::memset(params, 0, sizeof *params);  // padding too: a struct compared or hashed bytewise stays stable
+  params->struct_size = sizeof *params;
+  params->n_threads = d.threads;
+  params->max_batch_tokens = d.max_batch_tokens;
+  params->max_sequences = d.max_sequences;
+  params->max_waiting = d.max_waiting;
+  params->batch_wait_ms = d.batch_wait_ms;
+  params->kv_cache_bytes = d.kv_cache_bytes;
+  params->kv_cache_tokens = d.kv_cache_tokens;
+  params->block_size = d.block_size;
+  params->kv_type = d.kv_f32 ? INFER_KV_F32 : INFER_KV_F16;
+  params->weight_type = static_cast<int32_t>(d.weight_type);
+  params->max_context = d.max_context;
+  params->prefix_cache = d.prefix_cache ? 1 : 0;
+  params->price_per_hour = d.price_per_hour;
+  params->metrics_window = d.metrics_window;
+}
+
+void fill_request_defaults(infer_request_params& full) {
+  infer_request_params* params = &full;
+  const infer::Request d;
+  std::memset(params, 0, sizeof *params);
+  params->struct_size = sizeof *params;
+  params->add_special = d.add_special ? 1 : 0;
+  params->parse_special = d.parse_special ? 1 : 0;
+  params->max_tokens = d.params.max_tokens;
+  params->temperature = d.params.temperature;
+  params->top_k = d.params.top_k;
+  params->top_p = d.params.top_p;
+  params->min_p = d.params.min_p;
+  params->repeat_penalty = d.params.repeat_penalty;
+  params->repeat_last_n = d.params.repeat_last_n;
+  params->frequency_penalty = d.params.frequency_penalty;
+  params->presence_penalty = d.params.presence_penalty;
+  params->seed = d.params.seed;
+  params->ignore_eos = d.params.ignore_eos ? 1 : 0;
+  params->logprobs = d.params.logprobs ? 1 : 0;
+  params->top_logprobs = d.params.top_logprobs;
+  params->prompt_logprobs_from = d.score.from;
+  params->prompt_top_logprobs = d.score.top_logprobs;
+  params->prompt_logits = d.score.logits ? 1 : 0;
+  params->priority = d.priority;
+  params->timeout_ms = d.timeout_ms;
+  params->detached = d.detached ? 1 : 0;
+}
+
 }  // namespace
 
 
@@ -529,25 +586,18 @@ const char* infer_engine_error(const infer_engine* engine) {
 
 // ---- Engine --------------------------------------------------------------------------------
 
-void infer_engine_params_init(infer_engine_params* params) {
-  if (!params) return;
-  const infer::EngineConfig d;
-  std::memset(params, 0, sizeof *params);  // padding too: a struct compared or hashed bytewise stays stable
-  params->struct_size = sizeof *params;
-  params->n_threads = d.threads;
-  params->max_batch_tokens = d.max_batch_tokens;
-  params->max_sequences = d.max_sequences;
-  params->max_waiting = d.max_waiting;
-  params->batch_wait_ms = d.batch_wait_ms;
-  params->kv_cache_bytes = d.kv_cache_bytes;
-  params->kv_cache_tokens = d.kv_cache_tokens;
-  params->block_size = d.block_size;
-  params->kv_type = d.kv_f32 ? INFER_KV_F32 : INFER_KV_F16;
-  params->weight_type = static_cast<int32_t>(d.weight_type);
-  params->max_context = d.max_context;
-  params->prefix_cache = d.prefix_cache ? 1 : 0;
-  params->price_per_hour = d.price_per_hour;
-  params->metrics_window = d.metrics_window;
+void infer_engine_params_init_sized(infer_engine_params* params, size_t struct_size) {
+  if (!params || struct_size < sizeof(size_t)) return;
+  infer_engine_params full;
+  fill_engine_defaults(full);
+  copy_defaults(params, &full, sizeof full, struct_size);
+}
+
+void infer_request_params_init_sized(infer_request_params* params, size_t struct_size) {
+  if (!params || struct_size < sizeof(size_t)) return;
+  infer_request_params full;
+  fill_request_defaults(full);
+  copy_defaults(params, &full, sizeof full, struct_size);
 }
 
 infer_status infer_engine_create(const infer_engine_params* params, infer_engine** out) {
@@ -608,33 +658,6 @@ const char* infer_finish_reason_name(infer_finish_reason reason) {
   return "unknown";
 }
 
-void infer_request_params_init(infer_request_params* params) {
-  if (!params) return;
-  const infer::Request d;
-  std::memset(params, 0, sizeof *params);
-  params->struct_size = sizeof *params;
-  params->add_special = d.add_special ? 1 : 0;
-  params->parse_special = d.parse_special ? 1 : 0;
-  params->max_tokens = d.params.max_tokens;
-  params->temperature = d.params.temperature;
-  params->top_k = d.params.top_k;
-  params->top_p = d.params.top_p;
-  params->min_p = d.params.min_p;
-  params->repeat_penalty = d.params.repeat_penalty;
-  params->repeat_last_n = d.params.repeat_last_n;
-  params->frequency_penalty = d.params.frequency_penalty;
-  params->presence_penalty = d.params.presence_penalty;
-  params->seed = d.params.seed;
-  params->ignore_eos = d.params.ignore_eos ? 1 : 0;
-  params->logprobs = d.params.logprobs ? 1 : 0;
-  params->top_logprobs = d.params.top_logprobs;
-  params->prompt_logprobs_from = d.score.from;
-  params->prompt_top_logprobs = d.score.top_logprobs;
-  params->prompt_logits = d.score.logits ? 1 : 0;
-  params->priority = d.priority;
-  params->timeout_ms = d.timeout_ms;
-  params->detached = d.detached ? 1 : 0;
-}
 
 infer_status infer_engine_submit(infer_engine* engine, const infer_request_params* params, infer_request_id* out) {
   if (out) *out = 0;

@@ -6,8 +6,8 @@ add_library(infer_build_flags INTERFACE)
 # exactly what they say and results do not change with -march; SIMD kernels fuse explicitly.
 target_compile_options(infer_build_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX,C>:-ffp-contract=off>
-  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough
-                              -Wno-missing-field-initializers>)
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wimplicit-fallthrough -Wno-missing-field-initializers>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>)
 
 if(INFER_NATIVE)
   target_compile_options(infer_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-march=native>)

@@ -156,8 +156,18 @@ typedef struct infer_engine_params {
   void *progress_user_data;   /* passed to on_load_progress [NULL] */
 } infer_engine_params;
 
-/* Sets struct_size = sizeof(infer_engine_params) and every default. NULL: no-op. */
-INFER_API void infer_engine_params_init(infer_engine_params *params);
+/* Sets params->struct_size = struct_size and every field that lies within struct_size bytes to its
+ * default; a field past this library's struct (a newer caller's) is set to zero. Writes nothing
+ * beyond struct_size, so a caller compiled against an older, smaller struct is safe with a newer
+ * library. struct_size below sizeof(size_t) or NULL params: no-op. Call it through
+ * infer_engine_params_init, which passes the size this header defines (bindings that load the
+ * library dynamically call it with their own struct's size). */
+INFER_API void infer_engine_params_init_sized(infer_engine_params *params, size_t struct_size);
+/* Sets struct_size = sizeof(infer_engine_params) as this header defines it, and every default.
+ * NULL: no-op. */
+static inline void infer_engine_params_init(infer_engine_params *params) {
+  infer_engine_params_init_sized(params, sizeof *params);
+}
 
 /* Loads the model, plans the KV pool and starts the engine's worker. On success *out is a new
  * engine (caller frees with infer_engine_destroy); on failure *out is NULL and
@@ -262,8 +272,13 @@ typedef struct infer_request_params {
                                      request when it ends (no wait, no read) [0] */
 } infer_request_params;
 
-/* Sets struct_size = sizeof(infer_request_params) and every default. NULL: no-op. */
-INFER_API void infer_request_params_init(infer_request_params *params);
+/* As infer_engine_params_init_sized, for request parameters. */
+INFER_API void infer_request_params_init_sized(infer_request_params *params, size_t struct_size);
+/* Sets struct_size = sizeof(infer_request_params) as this header defines it, and every default.
+ * NULL: no-op. */
+static inline void infer_request_params_init(infer_request_params *params) {
+  infer_request_params_init_sized(params, sizeof *params);
+}
 
 /* Queues a request and returns at once with its id in *out (0 on failure). Every request that is
  * not detached must be collected with infer_engine_wait, which frees its record.

@@ -653,6 +653,25 @@ static void case_struct_size(void) {
   rp.struct_size = sizeof(size_t) - 1;
   CHECK_FAILS(e, infer_engine_submit(e, &rp, &id), INFER_ERR_INVALID_ARGUMENT);
 
+  /* An older caller's init: the library writes its defaults no further than the caller's size,
+   * and zeros into a newer caller's fields it does not know. */
+  {
+    unsigned char buf[sizeof(infer_request_params) + 16];
+    const size_t old_size = offsetof(infer_request_params, temperature) + sizeof(float);
+    infer_request_params *p = (infer_request_params *)(void *)buf;
+    memset(buf, 0xEE, sizeof buf);
+    infer_request_params_init_sized(p, old_size);
+    CHECK(p->struct_size == old_size && p->max_tokens == 256 && p->temperature > 0.79f && p->temperature < 0.81f);
+    CHECK(buf[old_size] == 0xEE && buf[sizeof buf - 1] == 0xEE);
+    memset(buf, 0xEE, sizeof buf);
+    infer_request_params_init_sized(p, sizeof buf);
+    CHECK(p->struct_size == sizeof buf && buf[sizeof(infer_request_params)] == 0 && buf[sizeof buf - 1] == 0);
+    CHECK(p->prompt_logprobs_from == -1 && p->add_special == 1);
+    memset(buf, 0xEE, sizeof buf);
+    infer_request_params_init_sized(p, sizeof(size_t) - 1);
+    CHECK(buf[0] == 0xEE);
+  }
+
   /* Output structs: written up to struct_size, never past it. */
   memset(raw, 0xCD, sizeof raw);
   stats->struct_size = offsetof(infer_engine_stats, waiting);

@@ -18,13 +18,11 @@ def _guess(n):
     return n + 16
 
 
-def _init_struct(cls, init):
-    """A defaults-filled struct. The library's *_init writes its own sizeof, which a newer library
-    may have grown: it writes into slack, and struct_size then says what this binding knows."""
-    slack = (ctypes.c_char * (ctypes.sizeof(cls) + 4096))()
-    init(ctypes.cast(slack, ctypes.POINTER(cls)))
-    s = cls.from_buffer_copy(slack)
-    s.struct_size = ctypes.sizeof(cls)
+def _init_struct(cls, init_sized):
+    """A defaults-filled struct of this binding's size: the library writes no further than the
+    size it is given, whatever its own version."""
+    s = cls()
+    init_sized(ctypes.byref(s), ctypes.sizeof(cls))
     return s
 
 
@@ -166,7 +164,7 @@ class Engine:
         self._handle = None
         self._requests = weakref.WeakSet()
         self._lib = lib = _lib.load()
-        p = _init_struct(_lib.EngineParams, lib.infer_engine_params_init)
+        p = _init_struct(_lib.EngineParams, lib.infer_engine_params_init_sized)
         path = str(model_path).encode()
         p.model_path = path
         ints = {
@@ -281,7 +279,7 @@ class Engine:
         if unknown:
             raise TypeError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
         lib = self._lib
-        rp = _init_struct(_lib.RequestParams, lib.infer_request_params_init)
+        rp = _init_struct(_lib.RequestParams, lib.infer_request_params_init_sized)
         keep = []  # what the params point at, alive until submit returns
         if (prompt is None) == (messages is None):
             raise TypeError("give exactly one of prompt and messages")

@@ -260,13 +260,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  EngineConfig config;
-  config.threads = o.threads;
-  config.max_sequences = 1;
-  config.max_context = o.n_ctx;
-  config.kv_cache_tokens = cli::kv_tokens_for_context(o.n_ctx);
-  config.max_batch_tokens = o.n_batch;
-  config.kv_f32 = o.kv_f32;
+  EngineConfig config = cli::one_sequence_config({}, o.threads, o.n_ctx, o.n_batch, o.kv_f32);
   config.weight_type = o.weight_type;
   config.chat_template = o.chat_template;
   config.on_load_progress = cli::load_progress_bar(kTool);

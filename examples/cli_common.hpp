@@ -65,6 +65,18 @@ WeightType parse_weight_type(const char* tool, const char* usage, const std::str
 // picks without it (the model's, at most 4096).
 inline int64_t kv_tokens_for_context(int64_t n_ctx) { return n_ctx > 0 ? n_ctx : 4096; }
 
+// `base` for a tool that runs one sequence at a time (infer-generate -p, infer-chat): a KV pool of
+// one context of n_ctx (-c; 0 = the model's) and prompt steps of n_batch (-b) rows.
+inline EngineConfig one_sequence_config(EngineConfig base, int threads, int64_t n_ctx, int64_t n_batch, bool kv_f32) {
+  base.threads = threads;
+  base.max_sequences = 1;
+  base.max_context = n_ctx;
+  base.kv_cache_tokens = kv_tokens_for_context(n_ctx);
+  base.max_batch_tokens = n_batch;
+  base.kv_f32 = kv_f32;
+  return base;
+}
+
 // Reads a whole file (prompt files, evaluation texts); exits with status 1 on error.
 std::string read_text_file(const char* tool, const std::string& path);
 

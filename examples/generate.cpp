@@ -190,13 +190,7 @@ int run_prompts(const Options& o) {
 
 // -p / -f: one request on a one-sequence engine whose KV pool holds the context, streamed.
 int run_one(const Options& o) {
-  EngineConfig config = o.engine;
-  config.threads = o.threads;
-  config.max_sequences = 1;
-  config.max_context = o.n_ctx;
-  config.kv_cache_tokens = cli::kv_tokens_for_context(o.n_ctx);
-  config.max_batch_tokens = o.n_batch;
-  config.kv_f32 = o.kv_f32;
+  EngineConfig config = cli::one_sequence_config(o.engine, o.threads, o.n_ctx, o.n_batch, o.kv_f32);
   const auto load_start = std::chrono::steady_clock::now();
   auto created = Engine::create(o.model, config);
   if (!created.ok()) cli::fail(kTool, created.status().message());

@@ -1,14 +1,9 @@
 // The C ABI over the public C++ API (infer::Engine). Every entry point runs what can throw inside
 // guarded(), which turns any exception into a status and a message: nothing throws into C.
-//
-// Errors live in thread_local slots: one for calls without an engine (infer_last_error) and one
-// per engine (infer_engine_error), so that two threads sharing an engine never read each other's
-// message. An engine's slots carry its serial number: a slot left by an engine that was destroyed
-// on another thread never shows through a new engine allocated at the same address.
+// boundary.hpp holds the engine handle, the error slots and the struct_size checks.
 #include "infer.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -17,11 +12,10 @@
 #include <new>
 #include <string>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "boundary.hpp"
 #include "infer/engine.hpp"
 #include "infer/log.hpp"
 #include "infer/status.hpp"
@@ -52,11 +46,6 @@ static_assert(static_cast<int>(infer::WeightType::keep) == INFER_WEIGHT_KEEP &&
                   static_cast<int>(infer::WeightType::q4_0) == INFER_WEIGHT_Q4_0,
               "C and C++ weight types must stay numerically equal");
 
-struct infer_engine {
-  std::unique_ptr<infer::Engine> engine;
-  uint64_t serial = 0;            // unique per engine ever created (see the error slots)
-  infer::ModelDescription model;  // its strings are what infer_model_info lends for the engine's lifetime
-};
 
 struct infer_delta {
   infer::Delta delta;
@@ -106,131 +95,7 @@ struct infer_result {
 namespace {
 
 using infer::Status;
-
-// ---- Error slots ---------------------------------------------------------------------------
-
-constexpr const char* kLostMessage = "out of memory (the error message could not be stored)";
-
-struct ErrorSlot {
-  uint64_t serial = 0;
-  std::string message;
-  bool lost = false;  // storing the message failed: report that instead of a stale one
-
-  void set(std::string_view a, std::string_view b = {}) noexcept {
-    try {
-      message.assign(a);
-      message.append(b);
-      lost = false;
-    } catch (...) {
-      lost = true;
-    }
-  }
-  const char* c_str() const noexcept { return lost ? kLostMessage : message.c_str(); }
-};
-
-thread_local ErrorSlot t_last_error;
-thread_local std::unordered_map<const infer_engine*, ErrorSlot> t_engine_errors;
-
-std::atomic<uint64_t> g_next_serial{1};
-
-// Serials of the engines alive now: a thread's slots of destroyed engines are dropped when its
-// table grows, so a thread that outlives many engines does not keep their messages forever.
-std::mutex& live_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::unordered_set<uint64_t>& live_serials() {
-  static auto* s = new std::unordered_set<uint64_t>;  // never destroyed: threads may fail during exit
-  return *s;
-}
-
-void prune_engine_errors() {
-  std::lock_guard lock(live_mutex());
-  const auto& live = live_serials();
-  std::erase_if(t_engine_errors, [&](const auto& kv) { return !live.contains(kv.second.serial); });
-}
-
-// Leaves a failed call's message where the caller looks for it: on the engine when the call had
-// one, else in the thread's last error. Returns `code`.
-infer_status fail(const infer_engine* engine, infer_status code, std::string_view a, std::string_view b = {}) noexcept {
-  if (a.empty() && b.empty()) a = infer_status_name(code);  // a message is never empty
-  if (!engine) {
-    t_last_error.set(a, b);
-    return code;
-  }
-  try {
-    if (t_engine_errors.size() >= 16 && !t_engine_errors.contains(engine)) prune_engine_errors();
-    ErrorSlot& slot = t_engine_errors[engine];
-    slot.serial = engine->serial;
-    slot.set(a, b);
-  } catch (...) {
-    t_last_error.set(kLostMessage);
-  }
-  return code;
-}
-
-infer_status fail(const infer_engine* engine, const Status& s) noexcept {
-  return fail(engine, static_cast<infer_status>(s.code()), s.message());
-}
-
-// The boundary: runs body (returning a Status) and turns whatever it throws into a status and a
-// message. Every entry point that can fail goes through here.
-template <class F>
-infer_status guarded(const infer_engine* engine, F&& body) noexcept {
-  try {
-    const Status s = body();
-    return s.is_ok() ? INFER_OK : fail(engine, s);
-  } catch (const std::bad_alloc&) {
-    return fail(engine, INFER_ERR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(engine, INFER_ERR_INTERNAL, "unexpected exception: ", e.what());
-  } catch (...) {
-    return fail(engine, INFER_ERR_INTERNAL, "unexpected exception");
-  }
-}
-
-Status invalid(std::string_view fn, std::string_view what) {
-  return infer::invalid_argument(std::string(fn) + ": " + std::string(what));
-}
-
-// ---- Growing structs -----------------------------------------------------------------------
-//
-// A caller's struct is read and written field by field: a field takes part only when it lies
-// wholly inside the caller's struct_size (offsetof + sizeof), so a caller built against an older,
-// smaller struct gets the defaults for the fields it does not have.
-
-// Larger than any struct here will grow to: a struct_size beyond it is an uninitialized struct,
-// and scanning or zeroing that far would run off the caller's memory.
-constexpr size_t kMaxStructSize = 4096;
-
-size_t struct_size_of(const void* p) {
-  size_t size;
-  std::memcpy(&size, p, sizeof size);
-  return size;
-}
-
-Status check_input_struct(const void* p, size_t known, std::string_view fn, std::string_view name) {
-  const size_t size = struct_size_of(p);
-  if (size < sizeof(size_t) || size > kMaxStructSize)
-    return invalid(fn, std::string(name) + ".struct_size is " + std::to_string(size) + " (set it with the struct's init function)");
-  // A caller newer than this library may pass a larger struct, but only if it left every field
-  // this library does not know at zero (its default).
-  const auto* bytes = static_cast<const unsigned char*>(p);
-  for (size_t i = known; i < size; ++i)
-    if (bytes[i] != 0)
-      return invalid(fn, std::string(name) + ".struct_size is " + std::to_string(size) + ", larger than this library's " +
-                             std::to_string(known) + ", and byte " + std::to_string(i) +
-                             " is not zero: a field this library does not know is set");
-  return Status::ok();
-}
-
-Status check_output_struct(const void* p, std::string_view fn, std::string_view name) {
-  const size_t size = struct_size_of(p);
-  if (size < sizeof(size_t) || size > kMaxStructSize)
-    return invalid(fn, std::string(name) + ".struct_size is " + std::to_string(size) + " (set it to sizeof(" +
-                           std::string(name) + ") before the call)");
-  return Status::ok();
-}
+using namespace infer::capi;
 
 struct FieldSpan {
   size_t offset, size, align;
@@ -573,17 +438,6 @@ infer_status infer_log_set_level(infer_log_level level) {
   return INFER_OK;
 }
 
-// ---- Errors --------------------------------------------------------------------------------
-
-const char* infer_last_error(void) { return t_last_error.c_str(); }
-
-const char* infer_engine_error(const infer_engine* engine) {
-  if (!engine) return infer_last_error();
-  auto it = t_engine_errors.find(engine);
-  if (it == t_engine_errors.end() || it->second.serial != engine->serial) return "";
-  return it->second.c_str();
-}
-
 // ---- Engine --------------------------------------------------------------------------------
 
 void infer_engine_params_init_sized(infer_engine_params* params, size_t struct_size) {
@@ -612,12 +466,8 @@ infer_status infer_engine_create(const infer_engine_params* params, infer_engine
     if (!engine.ok()) return engine.status();
     auto handle = std::make_unique<infer_engine>();
     handle->engine = std::move(engine).value();
-    handle->serial = g_next_serial.fetch_add(1, std::memory_order_relaxed);
     handle->model = handle->engine->model();
-    {
-      std::lock_guard lock(live_mutex());
-      live_serials().insert(handle->serial);
-    }
+    register_engine(*handle);
     *out = handle.release();
     return Status::ok();
   });
@@ -625,13 +475,7 @@ infer_status infer_engine_create(const infer_engine_params* params, infer_engine
 
 void infer_engine_destroy(infer_engine* engine) {
   if (!engine) return;
-  t_engine_errors.erase(engine);
-  try {
-    std::lock_guard lock(live_mutex());
-    live_serials().erase(engine->serial);
-  } catch (...) {
-    // The serial stays listed: other threads' slots of this engine stay (never shown) until they exit.
-  }
+  unregister_engine(engine);
   delete engine;  // ~Engine cancels what is in flight and joins the worker; it does not throw
 }
 

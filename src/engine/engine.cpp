@@ -19,9 +19,9 @@
 #include <unordered_map>
 
 #include "core/status_macros.hpp"
-#include "engine/engine_testing.hpp"
 #include "core/thread_pool.hpp"
 #include "core/timer.hpp"
+#include "engine/engine_testing.hpp"
 #include "format/model_file.hpp"
 #include "kv/kv_manager.hpp"
 #include "model/batch.hpp"
@@ -305,78 +305,78 @@ Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, co
 
 Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_path, const EngineConfig& config, Hooks hooks) {
   return guarded([&]() -> Result<std::unique_ptr<Engine>> {
-  if (config.max_batch_tokens <= 0 || config.max_sequences <= 0 || config.max_waiting < 0 || config.block_size <= 0 ||
-      config.batch_wait_ms < 0 || config.max_context < 0 || config.metrics_window <= 0 || config.price_per_hour < 0 ||
-      config.kv_cache_tokens < 0 || !std::isfinite(config.batch_wait_ms) || !std::isfinite(config.price_per_hour))
-    return invalid_argument("EngineConfig: max_batch_tokens, max_sequences and block_size must be positive; "
-                            "max_waiting, batch_wait_ms, max_context, kv_cache_tokens and price_per_hour not negative");
-  if (config.weight_type != WeightType::keep && config.weight_type != WeightType::q8_0 && config.weight_type != WeightType::q4_0)
-    return invalid_argument("EngineConfig: unknown weight_type " + std::to_string(static_cast<int>(config.weight_type)));
-  auto progress = [&](double f) {
-    if (config.on_load_progress) config.on_load_progress(f);
-  };
-  progress(0.0);
-  auto impl = std::make_unique<Engine::Impl>();
-  impl->config = config;
-  impl->hooks = std::move(hooks);
-  auto file = ModelFile::open(model_path);
-  if (!file.ok()) return file.status();
-  impl->file = std::make_shared<const ModelFile>(std::move(file).value());
-  auto tok = load_tokenizer(*impl->file);
-  if (!tok.ok()) return tok.status();
-  impl->tokenizer = std::move(tok).value();
-  LoadOptions load;
-  if (config.weight_type == WeightType::q8_0) load.weight_type = DType::q8_0;
-  else if (config.weight_type == WeightType::q4_0) load.weight_type = DType::q4_0;
-  // The weights are most of the work: 0.05 to 0.95 of the bar.
-  if (config.on_load_progress) load.progress = [&](double f) { progress(0.05 + 0.9 * f); };
-  auto model = load_model(impl->file, load);
-  if (!model.ok()) return model.status();
-  impl->model = std::move(model).value();
-  const ModelInfo& info = impl->model->info();
-  if (info.n_vocab != impl->tokenizer->vocab_size())
-    return malformed_file(model_path + ": vocabulary size mismatch between the tokenizer (" +
-                          std::to_string(impl->tokenizer->vocab_size()) + ") and the model (" + std::to_string(info.n_vocab) + ")");
-  const int64_t model_ctx = std::min<int64_t>(info.n_ctx_train > 0 ? info.n_ctx_train : 4096, 4096);
-  impl->max_context = config.max_context > 0 ? config.max_context : model_ctx;
+    if (config.max_batch_tokens <= 0 || config.max_sequences <= 0 || config.max_waiting < 0 || config.block_size <= 0 ||
+        config.batch_wait_ms < 0 || config.max_context < 0 || config.metrics_window <= 0 || config.price_per_hour < 0 ||
+        config.kv_cache_tokens < 0 || !std::isfinite(config.batch_wait_ms) || !std::isfinite(config.price_per_hour))
+      return invalid_argument("EngineConfig: max_batch_tokens, max_sequences and block_size must be positive; "
+                              "max_waiting, batch_wait_ms, max_context, kv_cache_tokens and price_per_hour not negative");
+    if (config.weight_type != WeightType::keep && config.weight_type != WeightType::q8_0 && config.weight_type != WeightType::q4_0)
+      return invalid_argument("EngineConfig: unknown weight_type " + std::to_string(static_cast<int>(config.weight_type)));
+    auto progress = [&](double f) {
+      if (config.on_load_progress) config.on_load_progress(f);
+    };
+    progress(0.0);
+    auto impl = std::make_unique<Engine::Impl>();
+    impl->config = config;
+    impl->hooks = std::move(hooks);
+    auto file = ModelFile::open(model_path);
+    if (!file.ok()) return file.status();
+    impl->file = std::make_shared<const ModelFile>(std::move(file).value());
+    auto tok = load_tokenizer(*impl->file);
+    if (!tok.ok()) return tok.status();
+    impl->tokenizer = std::move(tok).value();
+    LoadOptions load;
+    if (config.weight_type == WeightType::q8_0) load.weight_type = DType::q8_0;
+    else if (config.weight_type == WeightType::q4_0) load.weight_type = DType::q4_0;
+    // The weights are most of the work: 0.05 to 0.95 of the bar.
+    if (config.on_load_progress) load.progress = [&](double f) { progress(0.05 + 0.9 * f); };
+    auto model = load_model(impl->file, load);
+    if (!model.ok()) return model.status();
+    impl->model = std::move(model).value();
+    const ModelInfo& info = impl->model->info();
+    if (info.n_vocab != impl->tokenizer->vocab_size())
+      return malformed_file(model_path + ": vocabulary size mismatch between the tokenizer (" +
+                            std::to_string(impl->tokenizer->vocab_size()) + ") and the model (" + std::to_string(info.n_vocab) + ")");
+    const int64_t model_ctx = std::min<int64_t>(info.n_ctx_train > 0 ? info.n_ctx_train : 4096, 4096);
+    impl->max_context = config.max_context > 0 ? config.max_context : model_ctx;
 
-  // The chat template: the configured format, else the model's. A model without one still
-  // serves plain prompts; messages then fail with the reason.
-  auto chat = config.chat_template.empty() ? ChatTemplate::for_model(impl->file->metadata())
-                                           : ChatTemplate::from_name(config.chat_template);
-  if (chat.ok()) {
-    impl->chat.emplace(std::move(chat).value());
-    if (auto ids = impl->tokenizer->encode(impl->chat->end_of_turn(), false, true);
-        ids.ok() && ids->size() == 1 && impl->tokenizer->is_control((*ids)[0]))
-      impl->end_of_turn_token = (*ids)[0];
-  } else if (!config.chat_template.empty()) {
-    return chat.status().with_context("EngineConfig.chat_template");
-  } else {
-    impl->chat_status = chat.status().with_context(model_path);
-  }
+    // The chat template: the configured format, else the model's. A model without one still
+    // serves plain prompts; messages then fail with the reason.
+    auto chat = config.chat_template.empty() ? ChatTemplate::for_model(impl->file->metadata())
+                                             : ChatTemplate::from_name(config.chat_template);
+    if (chat.ok()) {
+      impl->chat.emplace(std::move(chat).value());
+      if (auto ids = impl->tokenizer->encode(impl->chat->end_of_turn(), false, true);
+          ids.ok() && ids->size() == 1 && impl->tokenizer->is_control((*ids)[0]))
+        impl->end_of_turn_token = (*ids)[0];
+    } else if (!config.chat_template.empty()) {
+      return chat.status().with_context("EngineConfig.chat_template");
+    } else {
+      impl->chat_status = chat.status().with_context(model_path);
+    }
 
-  KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, config.kv_f32 ? DType::f32 : DType::f16);
-  kvc.max_sequences = config.max_sequences;
-  kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
-  if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);
-  auto kv = KvCacheManager::create(kvc, info.fingerprint, config.prefix_cache);
-  if (!kv.ok()) return kv.status().with_context(config.kv_cache_tokens > 0 ? "EngineConfig.kv_cache_tokens" : "EngineConfig.kv_cache_bytes");
-  impl->kv.emplace(std::move(kv).value());
-  // A sequence's length is bounded by the full-attention pool; a model whose layers are all
-  // windowed keeps only a window per sequence, so only max_context bounds it.
-  impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
-  impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
-  impl->pool = std::make_unique<ThreadPool>(config.threads);
-  {
-    std::lock_guard lock(impl->mutex_);
-    impl->publish_locked();  // stats() shows the pool before the first step
-  }
-  impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
-  impl->started = impl->now();
-  Engine::Impl* raw = impl.get();
-  impl->worker_ = std::thread([raw] { raw->worker_main(); });
-  progress(1.0);
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, config.kv_f32 ? DType::f32 : DType::f16);
+    kvc.max_sequences = config.max_sequences;
+    kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
+    if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);
+    auto kv = KvCacheManager::create(kvc, info.fingerprint, config.prefix_cache);
+    if (!kv.ok()) return kv.status().with_context(config.kv_cache_tokens > 0 ? "EngineConfig.kv_cache_tokens" : "EngineConfig.kv_cache_bytes");
+    impl->kv.emplace(std::move(kv).value());
+    // A sequence's length is bounded by the full-attention pool; a model whose layers are all
+    // windowed keeps only a window per sequence, so only max_context bounds it.
+    impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
+    impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
+    impl->pool = std::make_unique<ThreadPool>(config.threads);
+    {
+      std::lock_guard lock(impl->mutex_);
+      impl->publish_locked();  // stats() shows the pool before the first step
+    }
+    impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
+    impl->started = impl->now();
+    Engine::Impl* raw = impl.get();
+    impl->worker_ = std::thread([raw] { raw->worker_main(); });
+    progress(1.0);
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
   });
 }
 
@@ -433,105 +433,105 @@ ModelDescription Engine::model() const {
 
 Result<RequestId> Engine::submit(Request request) {
   return guarded([&]() -> Result<RequestId> {
-  Impl& im = *impl_;
-  const GenerationParams& p = request.params;
-  const SamplingParams sp = to_sampling(p);
-  if (Status s = sp.validate(); !s.is_ok()) return s;
-  if (p.max_tokens < -1) return invalid_argument("max_tokens must be -1 (no limit) or at least 0");
-  if (!(request.timeout_ms >= 0) || std::isinf(request.timeout_ms)) return invalid_argument("timeout_ms must be finite and not negative");
-  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
-    return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
-  if (request.score.top_logprobs < 0 || request.score.top_logprobs > kMaxTopLogprobs)
-    return invalid_argument("score.top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
-  if (request.score.from < -1) return invalid_argument("score.from must be -1 (off) or a prompt position");
-  const int kinds = !request.prompt.empty() + !request.prompt_ids.empty() + !request.messages.empty();
-  if (kinds > 1) return invalid_argument("give one prompt: text, token ids or messages, not several");
-  std::vector<std::string> stops = p.stop;
-  auto seq = std::make_unique<Impl::Seq>();
-  if (!request.messages.empty()) {
-    if (!im.chat) return im.chat_status;
-    // The answer ends at the template's end of turn: its token, or its text as a stop string.
-    if (im.end_of_turn_token >= 0) seq->stop_token = im.end_of_turn_token;
-    else stops.push_back(im.chat->end_of_turn());
-  }
-  auto stop = StopMatcher::create(stops);
-  if (!stop.ok()) return stop.status();
-
-  seq->submitted = im.now();
-  seq->arrived = Clock::now();
-  if (!request.messages.empty() || !request.prompt.empty()) {
-    Timer t;
-    std::string rendered;
+    Impl& im = *impl_;
+    const GenerationParams& p = request.params;
+    const SamplingParams sp = to_sampling(p);
+    if (Status s = sp.validate(); !s.is_ok()) return s;
+    if (p.max_tokens < -1) return invalid_argument("max_tokens must be -1 (no limit) or at least 0");
+    if (!(request.timeout_ms >= 0) || std::isinf(request.timeout_ms)) return invalid_argument("timeout_ms must be finite and not negative");
+    if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+      return invalid_argument("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    if (request.score.top_logprobs < 0 || request.score.top_logprobs > kMaxTopLogprobs)
+      return invalid_argument("score.top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    if (request.score.from < -1) return invalid_argument("score.from must be -1 (off) or a prompt position");
+    const int kinds = !request.prompt.empty() + !request.prompt_ids.empty() + !request.messages.empty();
+    if (kinds > 1) return invalid_argument("give one prompt: text, token ids or messages, not several");
+    std::vector<std::string> stops = p.stop;
+    auto seq = std::make_unique<Impl::Seq>();
     if (!request.messages.empty()) {
-      auto text = im.chat->render(request.messages, /*add_generation_prompt=*/true);
-      if (!text.ok()) return text.status();
-      rendered = std::move(text).value();
+      if (!im.chat) return im.chat_status;
+      // The answer ends at the template's end of turn: its token, or its text as a stop string.
+      if (im.end_of_turn_token >= 0) seq->stop_token = im.end_of_turn_token;
+      else stops.push_back(im.chat->end_of_turn());
     }
-    // A chat rendering is tokenized as the template expects: BOS added, special tokens parsed.
-    const bool chat = !request.messages.empty();
-    auto ids = im.tokenizer->encode(chat ? rendered : request.prompt, chat || request.add_special, chat || request.parse_special);
-    if (!ids.ok()) return ids.status();
-    seq->sched.tokens = std::move(ids).value();
-    std::lock_guard lock(im.mutex_);
-    im.counters_.tokenize_ms += t.elapsed_ms();
-  } else if (!request.prompt_ids.empty()) {
-    seq->sched.tokens = request.prompt_ids;
-  } else {
-    return invalid_argument("the prompt is empty (no text, token ids or messages)");
-  }
-  const int64_t n_vocab = im.model->info().n_vocab;
-  for (int32_t t : seq->sched.tokens)
-    if (t < 0 || t >= n_vocab)
-      return invalid_argument("prompt token id " + std::to_string(t) + " outside the vocabulary (" + std::to_string(n_vocab) + ")");
-  seq->prompt_len = static_cast<int64_t>(seq->sched.tokens.size());
-  if (seq->prompt_len == 0) return invalid_argument("the prompt is empty (no tokens)");
-  // A request that generates needs a position for its first token beyond the prompt.
-  const int64_t needed = seq->prompt_len + (p.max_tokens != 0 ? 1 : 0);
-  if (needed > im.max_context)
-    return out_of_range("the prompt has " + std::to_string(seq->prompt_len) + " tokens; max_context is " +
-                        std::to_string(im.max_context));
-  if (needed > im.pool_tokens)
-    return out_of_range("the prompt has " + std::to_string(seq->prompt_len) + " tokens; the KV cache holds " +
-                        std::to_string(im.pool_tokens) + " (raise kv_cache_bytes)");
-  seq->max_new = p.max_tokens < 0 ? im.max_context : p.max_tokens;
-  if (request.score.from >= 0) {
-    seq->score_from = std::max<int64_t>(1, request.score.from);
-    if (seq->score_from < seq->prompt_len) {
-      const auto n_scored = static_cast<size_t>(seq->prompt_len - seq->score_from);
-      seq->prompt_logprobs.resize(n_scored);
-      if (request.score.logits) seq->prompt_logits.resize(n_scored * static_cast<size_t>(n_vocab));
-    }
-    // The scored rows are computed: the prefix cache may serve only what comes before them.
-    seq->sched.cache_limit = seq->score_from;
-  }
-  seq->sampler.emplace(sp);
-  seq->stop.emplace(std::move(stop).value());
-  // Generated text continues the prompt: its first piece keeps its leading space.
-  seq->detok.emplace(*im.tokenizer, DecodeOptions{.keep_leading_space = true});
-  if (request.timeout_ms > 0)
-    seq->deadline = seq->submitted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(request.timeout_ms));
-  seq->sched.priority = request.priority;
-  seq->request = std::move(request);
-  seq->metrics.prompt_tokens = seq->prompt_len;
+    auto stop = StopMatcher::create(stops);
+    if (!stop.ok()) return stop.status();
 
-  RequestId id;
-  {
-    std::lock_guard lock(im.mutex_);
-    if (!im.accepting_) return cancelled("the engine is shutting down");
-    if (static_cast<int64_t>(im.incoming_.size()) + im.queued_ >= im.config.max_waiting) {
-      ++im.counters_.requests_rejected;
-      return overloaded("the engine has " + std::to_string(im.config.max_waiting) + " requests waiting (max_waiting)");
+    seq->submitted = im.now();
+    seq->arrived = Clock::now();
+    if (!request.messages.empty() || !request.prompt.empty()) {
+      Timer t;
+      std::string rendered;
+      if (!request.messages.empty()) {
+        auto text = im.chat->render(request.messages, /*add_generation_prompt=*/true);
+        if (!text.ok()) return text.status();
+        rendered = std::move(text).value();
+      }
+      // A chat rendering is tokenized as the template expects: BOS added, special tokens parsed.
+      const bool chat = !request.messages.empty();
+      auto ids = im.tokenizer->encode(chat ? rendered : request.prompt, chat || request.add_special, chat || request.parse_special);
+      if (!ids.ok()) return ids.status();
+      seq->sched.tokens = std::move(ids).value();
+      std::lock_guard lock(im.mutex_);
+      im.counters_.tokenize_ms += t.elapsed_ms();
+    } else if (!request.prompt_ids.empty()) {
+      seq->sched.tokens = request.prompt_ids;
+    } else {
+      return invalid_argument("the prompt is empty (no text, token ids or messages)");
     }
-    id = im.next_id_++;
-    seq->sched.id = id;
-    seq->sched.arrival = im.next_arrival_++;
-    Impl::Seq* raw = seq.get();
-    im.requests_.emplace(id, std::move(seq));
-    im.incoming_.push_back(raw);
-    ++im.in_flight_;
-  }
-  im.work_.notify_one();
-  return id;
+    const int64_t n_vocab = im.model->info().n_vocab;
+    for (int32_t t : seq->sched.tokens)
+      if (t < 0 || t >= n_vocab)
+        return invalid_argument("prompt token id " + std::to_string(t) + " outside the vocabulary (" + std::to_string(n_vocab) + ")");
+    seq->prompt_len = static_cast<int64_t>(seq->sched.tokens.size());
+    if (seq->prompt_len == 0) return invalid_argument("the prompt is empty (no tokens)");
+    // A request that generates needs a position for its first token beyond the prompt.
+    const int64_t needed = seq->prompt_len + (p.max_tokens != 0 ? 1 : 0);
+    if (needed > im.max_context)
+      return out_of_range("the prompt has " + std::to_string(seq->prompt_len) + " tokens; max_context is " +
+                          std::to_string(im.max_context));
+    if (needed > im.pool_tokens)
+      return out_of_range("the prompt has " + std::to_string(seq->prompt_len) + " tokens; the KV cache holds " +
+                          std::to_string(im.pool_tokens) + " (raise kv_cache_bytes)");
+    seq->max_new = p.max_tokens < 0 ? im.max_context : p.max_tokens;
+    if (request.score.from >= 0) {
+      seq->score_from = std::max<int64_t>(1, request.score.from);
+      if (seq->score_from < seq->prompt_len) {
+        const auto n_scored = static_cast<size_t>(seq->prompt_len - seq->score_from);
+        seq->prompt_logprobs.resize(n_scored);
+        if (request.score.logits) seq->prompt_logits.resize(n_scored * static_cast<size_t>(n_vocab));
+      }
+      // The scored rows are computed: the prefix cache may serve only what comes before them.
+      seq->sched.cache_limit = seq->score_from;
+    }
+    seq->sampler.emplace(sp);
+    seq->stop.emplace(std::move(stop).value());
+    // Generated text continues the prompt: its first piece keeps its leading space.
+    seq->detok.emplace(*im.tokenizer, DecodeOptions{.keep_leading_space = true});
+    if (request.timeout_ms > 0)
+      seq->deadline = seq->submitted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(request.timeout_ms));
+    seq->sched.priority = request.priority;
+    seq->request = std::move(request);
+    seq->metrics.prompt_tokens = seq->prompt_len;
+
+    RequestId id;
+    {
+      std::lock_guard lock(im.mutex_);
+      if (!im.accepting_) return cancelled("the engine is shutting down");
+      if (static_cast<int64_t>(im.incoming_.size()) + im.queued_ >= im.config.max_waiting) {
+        ++im.counters_.requests_rejected;
+        return overloaded("the engine has " + std::to_string(im.config.max_waiting) + " requests waiting (max_waiting)");
+      }
+      id = im.next_id_++;
+      seq->sched.id = id;
+      seq->sched.arrival = im.next_arrival_++;
+      Impl::Seq* raw = seq.get();
+      im.requests_.emplace(id, std::move(seq));
+      im.incoming_.push_back(raw);
+      ++im.in_flight_;
+    }
+    im.work_.notify_one();
+    return id;
   });
 }
 

@@ -186,6 +186,7 @@ struct Engine::Impl {
   std::optional<KvCacheManager> kv;
   std::optional<Scheduler> scheduler;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<CpuBackend> backend;  // over `pool`: the forward steps' activations, weights prepared at load
   int64_t max_context = 0;
   int64_t pool_tokens = 0;     // positions the full-attention pool holds
   Clock::time_point started;
@@ -325,7 +326,10 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     auto tok = load_tokenizer(*impl->file);
     if (!tok.ok()) return tok.status();
     impl->tokenizer = std::move(tok).value();
+    impl->pool = std::make_unique<ThreadPool>(config.threads);
+    impl->backend = std::make_unique<CpuBackend>(*impl->pool);
     LoadOptions load;
+    load.backend = impl->backend.get();
     if (config.weight_type == WeightType::q8_0) load.weight_type = DType::q8_0;
     else if (config.weight_type == WeightType::q4_0) load.weight_type = DType::q4_0;
     // The weights are most of the work: 0.05 to 0.95 of the bar.
@@ -366,7 +370,6 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     // windowed keeps only a window per sequence, so only max_context bounds it.
     impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
     impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
-    impl->pool = std::make_unique<ThreadPool>(config.threads);
     {
       std::lock_guard lock(impl->mutex_);
       impl->publish_locked();  // stats() shows the pool before the first step
@@ -790,7 +793,7 @@ bool Engine::Impl::step() {
   Timer t_forward;
   const int64_t step_number = counters_steps_++;
   if (hooks.before_forward) hooks.before_forward(*pool, step_number);
-  const Status fs = model->forward(batch_, kv->view(), logits_.data(), *pool);
+  const Status fs = model->forward(batch_, kv->view(), logits_.data(), *backend);
   const double forward_ms = t_forward.elapsed_ms();
   int64_t prompt_rows = 0;
   for (const StepEntry& e : plan_.entries) e.seq->n_computed += e.n;

@@ -12,20 +12,12 @@
 #include <vector>
 
 #include "kv/kv_cache.hpp"
+#include "ops/attention.hpp"
 
 namespace infer {
 
-struct BatchSequence {
-  std::span<const int32_t> blocks;         // KV block table of the full-attention layers (borrowed for the step)
-  std::span<const int32_t> window_blocks;  // of the sliding-window layers (empty when the model has none)
-
-  BatchSequence() = default;
-  explicit BatchSequence(const SequenceKv& kv) : blocks(kv.blocks), window_blocks(kv.window_blocks) {}
-  // The table layer l reads.
-  std::span<const int32_t> table(const KvView& kv, int l) const noexcept {
-    return kv.is_windowed(l) ? window_blocks : blocks;
-  }
-};
+// A sequence's KV block tables for the step: BatchSequence(seq_kv) borrows them.
+using BatchSequence = ops::SequenceTables;
 
 struct Batch {
   std::vector<int32_t> tokens;
@@ -47,6 +39,8 @@ struct Batch {
     wants_logits.clear();
     sequences.clear();
   }
+  // The rows as attention sees them (borrowed).
+  ops::PagedRows paged_rows() const { return {positions, seq, sequences}; }
   void add(int32_t token, int32_t position, int32_t sequence, bool logits) {
     tokens.push_back(token);
     positions.push_back(position);

@@ -1,7 +1,8 @@
 #include "model/model.hpp"
 
-#include "model/gemma3.hpp"
-#include "model/llama.hpp"
+#include "core/status_macros.hpp"
+#include "model/decoder.hpp"
+#include "model/families.hpp"
 
 namespace infer {
 
@@ -18,14 +19,32 @@ KvCacheConfig Model::kv_config(uint64_t budget_bytes, int block_size, DType kv_t
   return c;
 }
 
+Status Model::forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) {
+  CpuBackend backend(pool);
+  return forward(batch, kv, logits, backend);
+}
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const Family& f : families()) names.emplace_back(f.arch);
+  return names;
+}
+
 Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file, const LoadOptions& options) {
   if (options.weight_type && *options.weight_type != DType::q8_0 && *options.weight_type != DType::q4_0)
     return invalid_argument("weight_type " + std::string(dtype_name(*options.weight_type)) + ": load-time quantization writes Q8_0 or Q4_0");
   const std::string* arch = file->metadata().get_string("general.architecture");
   if (!arch) return malformed_file(file->path() + ": missing metadata key general.architecture");
-  if (*arch == "llama") return load_llama(std::move(file), options);
-  if (*arch == "gemma3") return load_gemma3(std::move(file), options);
-  return unsupported(file->path() + ": unsupported architecture '" + *arch + "' (supported: llama, gemma3)");
+  for (const Family& family : families()) {
+    if (*arch != family.arch) continue;
+    INFER_ASSIGN_OR_RETURN(DecoderSpec spec, family.describe(*file));
+    auto model = std::make_unique<Decoder>(std::move(file), std::move(spec));
+    INFER_RETURN_IF_ERROR(model->bind(options));
+    return std::unique_ptr<Model>(std::move(model));
+  }
+  std::string list;
+  for (const Family& family : families()) list += std::string(list.empty() ? "" : ", ") + family.arch;
+  return unsupported(file->path() + ": unsupported architecture '" + *arch + "' (supported: " + list + ")");
 }
 
 }  // namespace infer

@@ -1,6 +1,6 @@
-// A loaded model: built from a ModelFile, it runs forward passes over batches of rows.
-// One file per architecture family implements it (llama.cpp); load_model picks by
-// general.architecture.
+// A loaded model: built from a ModelFile, it runs forward passes over batches of rows on a
+// Backend. Every family is the one Decoder (model/decoder.hpp) with its own description; load_model
+// picks the family by general.architecture (model/families.cpp).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "core/thread_pool.hpp"
 #include "format/model_file.hpp"
 #include "infer/status.hpp"
@@ -43,7 +44,11 @@ class Model {
   // Runs one step: writes every row's K/V into the cache at its position, then, for each row
   // with wants_logits (in row order), n_vocab logits into `logits`. Each row's result is
   // bit-identical whatever else shares the batch.
-  virtual Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool) = 0;
+  // `logits` is host memory of logit_rows() * n_vocab floats.
+  virtual Status forward(const Batch& batch, const KvView& kv, float* logits, Backend& backend) = 0;
+  // The same on a CPU backend over `pool` made for this call (its activation buffers are
+  // allocated each call: for tests and one-off runs; the engine keeps one Backend).
+  Status forward(const Batch& batch, const KvView& kv, float* logits, ThreadPool& pool);
 
   // The KV layout this model needs (layers, kv heads, head size, windowed layers).
   KvCacheConfig kv_config(uint64_t budget_bytes, int block_size = 16, DType kv_type = DType::f16) const;
@@ -56,9 +61,14 @@ struct LoadOptions {
   std::optional<DType> weight_type;
   // Hears the fraction of the weights bound (0 to 1) while the model loads; may be empty.
   std::function<void(double)> progress;
+  // The backend forward() will run on, which prepares each weight matrix for its kernels at load
+  // (it must outlive the model); null: the weights are used as mapped (the CPU backend's way).
+  Backend* backend = nullptr;
 };
 
 // Loads the architecture named by the file's general.architecture; unsupported for others.
+// supported_architectures() lists the ones that load.
 Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file, const LoadOptions& options = {});
+std::vector<std::string> supported_architectures();
 
 }  // namespace infer

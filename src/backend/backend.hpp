@@ -1,0 +1,71 @@
+// Where ops run. A Backend owns what a forward step needs besides the weights and the KV blocks:
+// the activation buffers (grown on demand, then reused, so steady-state steps allocate nothing)
+// and the compute resources (the CPU backend: a thread pool; a CUDA backend: its stream). At load
+// it prepares each weight matrix for its kernels (prepare_weight: the hook where a backend
+// repacks a layout or uploads to device memory).
+//
+// The ops (src/ops/) take a Backend and device-tagged tensor views; each op dispatches on
+// device() to its implementation (op_cpu.cpp beside it, op_cuda.cu in cuda/). Model code calls
+// ops, never kernels, so a second backend needs no change above the ops.
+//
+// Not thread-safe: one forward step at a time (the engine's worker owns it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.hpp"
+#include "core/tensor.hpp"
+#include "infer/status.hpp"
+
+namespace infer {
+
+class ThreadPool;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const noexcept = 0;
+  // "cpu", "cuda:0".
+  virtual std::string name() const = 0;
+
+  // The weight `w` in the form this backend's kernels read, for the model to keep. The CPU
+  // backend reads weights in place (mapped from the file), so it returns `w` itself.
+  virtual Result<TensorView> prepare_weight(const TensorView& w) = 0;
+
+  // A [cols, rows] F32 activation tensor in this backend's memory. `slot` names a buffer of the
+  // caller's (0 .. kMaxSlots-1): the same slot is the same memory, grown when a step needs more
+  // and otherwise reused; its contents are unspecified. Different slots never overlap.
+  static constexpr int kMaxSlots = 32;
+  Result<TensorView> activation(int slot, int64_t cols, int64_t rows);
+
+ protected:
+  // Device memory for activation(): `bytes` bytes, 64-byte aligned, owned by the buffer.
+  virtual Result<AlignedBuffer> allocate(size_t bytes) = 0;
+
+ private:
+  std::vector<AlignedBuffer> slots_;
+};
+
+// The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool& pool) noexcept : pool_(pool) {}
+
+  Device device() const noexcept override { return Device::cpu; }
+  std::string name() const override { return "cpu"; }
+  Result<TensorView> prepare_weight(const TensorView& w) override { return w; }
+  ThreadPool& pool() noexcept { return pool_; }
+
+ protected:
+  Result<AlignedBuffer> allocate(size_t bytes) override { return AlignedBuffer::allocate(bytes); }
+
+ private:
+  ThreadPool& pool_;
+};
+
+// The pool of a CPU backend (precondition: be.device() == Device::cpu).
+ThreadPool& cpu_pool(Backend& be) noexcept;
+
+}  // namespace infer

@@ -1,0 +1,117 @@
+#include "ops/attention.hpp"
+
+#include <string>
+
+#include "core/status_macros.hpp"
+#include "ops/cpu_impl.hpp"
+#include "ops/op_util.hpp"
+
+namespace infer::ops {
+namespace {
+
+// The table covers `pos`, and every block from `first` to `pos` is a block of the pool.
+Status check_table(std::span<const int32_t> table, const KvView& kv, int64_t pool, int32_t first, int32_t pos,
+                   const char* which) {
+  if (static_cast<size_t>(pos / kv.block_size) >= table.size())
+    return invalid_argument("batch: position " + std::to_string(pos) + " has no KV block" + which);
+  for (size_t i = static_cast<size_t>(first / kv.block_size); i <= static_cast<size_t>(pos / kv.block_size); ++i)
+    if (table[i] < 0 || table[i] >= pool) return invalid_argument(std::string("batch: KV block id out of range") + which);
+  return Status::ok();
+}
+
+Status check_rows(const PagedRows& rows, const KvView& kv, const AttentionSpec& spec) {
+  if (rows.seq.size() != rows.positions.size()) return invalid_argument("batch: per-row arrays differ in length");
+  if (kv.n_kv_heads != spec.n_kv_heads || kv.head_dim != spec.head_dim || kv.block_size <= 0)
+    return invalid_argument("batch: KV cache shape does not match the model");
+  if (spec.n_kv_heads <= 0 || spec.n_head % spec.n_kv_heads != 0)
+    return invalid_argument("attention: " + std::to_string(spec.n_kv_heads) + " KV heads do not divide " +
+                            std::to_string(spec.n_head) + " heads");
+  bool any_full = kv.windowed.empty(), any_window = false;
+  for (uint8_t w : kv.windowed) (w ? any_window : any_full) = true;
+  for (size_t r = 0; r < rows.positions.size(); ++r) {
+    if (rows.seq[r] < 0 || static_cast<size_t>(rows.seq[r]) >= rows.sequences.size())
+      return invalid_argument("batch: row " + std::to_string(r) + " names no sequence");
+    const int32_t pos = rows.positions[r];
+    if (pos < 0) return invalid_argument("batch: negative position " + std::to_string(pos));
+    const SequenceTables& s = rows.sequences[static_cast<size_t>(rows.seq[r])];
+    if (any_full) INFER_RETURN_IF_ERROR(check_table(s.blocks, kv, kv.n_blocks, 0, pos, ""));
+    if (any_window) {
+      const int32_t first = pos >= kv.sliding_window ? pos - kv.sliding_window + 1 : 0;
+      INFER_RETURN_IF_ERROR(check_table(s.window_blocks, kv, kv.n_window_blocks, first, pos, " (sliding-window layers)"));
+    }
+  }
+  return Status::ok();
+}
+
+Status check_layer(const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows) {
+  if (plan.n_rows != static_cast<int64_t>(rows.positions.size()))
+    return invalid_argument("attention: the plan was made for " + std::to_string(plan.n_rows) + " rows, not " +
+                            std::to_string(rows.positions.size()));
+  const size_t n_layers = kv.windowed.empty() ? SIZE_MAX : kv.windowed.size();
+  if (layer < 0 || static_cast<size_t>(layer) >= n_layers) return invalid_argument("attention: layer " + std::to_string(layer) + " out of range");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, const AttentionSpec& s) {
+  n_rows = -1;  // unusable until the checks pass
+  INFER_RETURN_IF_ERROR(check_rows(r, kv, s));
+  spec = s;
+  rows.clear();
+  n_ctx.clear();
+  first_window.clear();
+  group_begin.clear();
+  group_seq.clear();
+  const int32_t n = static_cast<int32_t>(r.positions.size());
+  // Rows of each sequence in batch order (increasing positions), cut into groups.
+  for (int32_t sq = 0; sq < static_cast<int32_t>(r.sequences.size()); ++sq) {
+    int in_group = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      if (r.seq[static_cast<size_t>(i)] != sq) continue;
+      if (in_group == 0) {
+        group_begin.push_back(static_cast<int32_t>(rows.size()));
+        group_seq.push_back(sq);
+      }
+      const int32_t pos = r.positions[static_cast<size_t>(i)];
+      rows.push_back(i);
+      n_ctx.push_back(pos + 1);
+      first_window.push_back(pos >= kv.sliding_window && kv.sliding_window > 0 ? pos - kv.sliding_window + 1 : 0);
+      in_group = (in_group + 1) % kRowsPerGroup;
+    }
+  }
+  group_begin.push_back(static_cast<int32_t>(rows.size()));
+  zeros.assign(rows.size(), 0);
+  if (be.device() != Device::cpu) return no_kernel(be, "attention");
+  INFER_RETURN_IF_ERROR(cpu::plan_attention(cpu_pool(be), *this));
+  n_rows = n;
+  return Status::ok();
+}
+
+Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
+                const TensorView& k, const TensorView& v) {
+  INFER_RETURN_IF_ERROR(check_layer(plan, kv, layer, rows));
+  INFER_RETURN_IF_ERROR(check_f32(be, "kv_write", "k", k));
+  INFER_RETURN_IF_ERROR(check_f32(be, "kv_write", "v", v));
+  INFER_RETURN_IF_ERROR(check_same_shape("kv_write", k, v));
+  if (k.shape[0] != static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim || k.shape[1] != plan.n_rows)
+    return invalid_argument("kv_write: K/V " + shape_string(k) + " do not match the cache's heads or the rows");
+  if (be.device() != Device::cpu) return no_kernel(be, "kv_write");
+  cpu::kv_write(kv, layer, rows, k, v);
+  return Status::ok();
+}
+
+Status attention(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
+                 const TensorView& q, const TensorView& out) {
+  INFER_RETURN_IF_ERROR(check_layer(plan, kv, layer, rows));
+  INFER_RETURN_IF_ERROR(check_f32(be, "attention", "q", q));
+  INFER_RETURN_IF_ERROR(check_f32(be, "attention", "out", out));
+  INFER_RETURN_IF_ERROR(check_same_shape("attention", q, out));
+  if (q.shape[0] != static_cast<int64_t>(plan.spec.n_head) * plan.spec.head_dim || q.shape[1] != plan.n_rows)
+    return invalid_argument("attention: Q " + shape_string(q) + " does not match the heads or the rows");
+  if (be.device() != Device::cpu) return no_kernel(be, "attention");
+  cpu::attention(cpu_pool(be), plan, kv, layer, rows, q, out);
+  return Status::ok();
+}
+
+}  // namespace infer::ops

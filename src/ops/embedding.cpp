@@ -1,0 +1,24 @@
+#include "ops/embedding.hpp"
+
+#include "core/status_macros.hpp"
+#include "ops/cpu_impl.hpp"
+#include "ops/op_util.hpp"
+
+namespace infer::ops {
+
+Status embed(Backend& be, const TensorView& table, std::span<const int32_t> tokens, const TensorView& out, float scale) {
+  INFER_RETURN_IF_ERROR(check_f32(be, "embed", "out", out));
+  if (table.n_dims != 2 || table.shape[0] != out.shape[0] || out.shape[1] != static_cast<int64_t>(tokens.size()))
+    return invalid_argument("embed: table " + shape_string(table) + " and output " + shape_string(out) + " do not fit " +
+                            std::to_string(tokens.size()) + " tokens");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= table.shape[1])
+      return invalid_argument("embed: token id " + std::to_string(t) + " outside the vocabulary (" + std::to_string(table.shape[1]) + ")");
+  if (be.device() == Device::cpu && table.device == Device::cpu) {
+    cpu::embed(table, tokens, out, scale);
+    return Status::ok();
+  }
+  return no_kernel(be, "embed");
+}
+
+}  // namespace infer::ops

@@ -1,0 +1,22 @@
+#include "ops/matmul.hpp"
+
+#include "core/status_macros.hpp"
+#include "ops/cpu_impl.hpp"
+#include "ops/op_util.hpp"
+
+namespace infer::ops {
+
+Status matmul(Backend& be, const TensorView& w, const TensorView& x, const TensorView& y) {
+  INFER_RETURN_IF_ERROR(check_f32(be, "matmul", "x", x));
+  INFER_RETURN_IF_ERROR(check_f32(be, "matmul", "y", y));
+  if (w.n_dims != 2 || w.device != be.device() || w.shape[0] != x.shape[0] || w.shape[1] != y.shape[0] || x.shape[1] != y.shape[1])
+    return invalid_argument("matmul: weight " + shape_string(w) + ", input " + shape_string(x) + " and output " +
+                            shape_string(y) + " do not fit");
+  if (be.device() == Device::cpu) {
+    cpu::matmul(cpu_pool(be), w, x, y);
+    return Status::ok();
+  }
+  return no_kernel(be, "matmul");
+}
+
+}  // namespace infer::ops

@@ -1,15 +1,19 @@
-// infer-make-model: writes a Llama- or Gemma-3-architecture GGUF with random weights, for tests,
-// demos and benchmarks (real weights cannot be downloaded here). Shapes, metadata and tensor
-// names follow what llama.cpp's converter writes, so llama.cpp's tools load the file too.
+// infer-make-model: writes a GGUF of one of the families libinfer loads (llama, gemma3, qwen2,
+// qwen3, phi3) with random weights, for tests, demos and benchmarks (real weights cannot be
+// downloaded here). Shapes, metadata and tensor names follow what llama.cpp's converter writes
+// for that family, so llama.cpp's tools load the file too.
 //
-//   infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd 64] [--n-layer 2] [--n-head 4]
+//   infer-make-model -o OUT.gguf [--arch llama|gemma3|qwen2|qwen3|phi3] [--n-embd 64] [--n-layer 2] [--n-head 4]
 //                    [--n-head-kv 2] [--head-dim N] [--n-ff 128] [--ctx 256]
 //                    [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--seed 1] [--rope-base 10000]
 //                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model]
 //
-// gemma3: --head-dim sets attention.key_length (default n_embd / n_head), --sliding-window the
-// local layers' window (0: none; layers follow llama.cpp's default pattern, every sixth global);
-// the output is always tied to the embeddings.
+// gemma3 and qwen3: --head-dim sets attention.key_length (default n_embd / n_head). gemma3:
+// --sliding-window the local layers' window (0: none; layers follow llama.cpp's default pattern,
+// every sixth global); the output is always tied to the embeddings. qwen2: Q/K/V projections with
+// biases. qwen3: per-head Q/K norms. phi3: fused attn_qkv and gate-up (ffn_up holds 2 n_ff rows)
+// projections, and attention.sliding_window 2047 as Phi-3-mini's converter writes it (ignored by
+// llama.cpp and libinfer alike).
 //
 // The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
@@ -54,7 +58,7 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "infer-make-model: %s\n", msg.c_str());
   std::fprintf(stderr,
-               "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3] [--n-embd N] [--n-layer N] [--n-head N]\n"
+               "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3|qwen2|qwen3|phi3] [--n-embd N] [--n-layer N] [--n-head N]\n"
                "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16|q8_0|q4_0]\n"
                "                        [--tied] [--seed S] [--rope-base F] [--sliding-window N] [--name NAME]\n"
                "                        [--vocab tokenizer.model]\n");
@@ -171,12 +175,14 @@ int main(int argc, char** argv) {
     } else usage_error("unknown argument " + a);
   }
   if (o.out.empty()) usage_error("-o OUT.gguf is required");
-  if (o.arch != "llama" && o.arch != "gemma3") usage_error("--arch must be llama or gemma3");
-  const bool gemma = o.arch == "gemma3";
-  if (!gemma && (o.head_dim != 0 || o.sliding_window != 0)) usage_error("--head-dim and --sliding-window need --arch gemma3");
+  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "phi3")
+    usage_error("--arch must be llama, gemma3, qwen2, qwen3 or phi3");
+  const bool gemma = o.arch == "gemma3", qwen2 = o.arch == "qwen2", qwen3 = o.arch == "qwen3", phi3 = o.arch == "phi3";
+  if (!gemma && o.sliding_window != 0) usage_error("--sliding-window needs --arch gemma3");
+  if (!gemma && !qwen3 && o.head_dim != 0) usage_error("--head-dim needs --arch gemma3 or qwen3");
   if (o.head_dim == 0 && o.n_embd % o.n_head != 0) usage_error("--n-embd must be a multiple of --n-head");
   if (o.n_head % o.n_head_kv != 0) usage_error("--n-head must be a multiple of --n-head-kv");
-  if (gemma && o.name == "libinfer random llama") o.name = "libinfer random gemma3";
+  if (o.name == "libinfer random llama") o.name = "libinfer random " + o.arch;
 
   const int head_dim = o.head_dim != 0 ? o.head_dim : o.n_embd / o.n_head;
   const int n_embd_q = head_dim * o.n_head;
@@ -202,7 +208,7 @@ int main(int argc, char** argv) {
   md.set(a + "embedding_length", uint32_t(o.n_embd));
   md.set(a + "block_count", uint32_t(o.n_layer));
   md.set(a + "feed_forward_length", uint32_t(o.n_ff));
-  if (!gemma) md.set(a + "rope.dimension_count", uint32_t(head_dim));
+  if (!gemma && !qwen2 && !qwen3) md.set(a + "rope.dimension_count", uint32_t(head_dim));
   md.set(a + "attention.head_count", uint32_t(o.n_head));
   md.set(a + "attention.head_count_kv", uint32_t(o.n_head_kv));
   if (gemma) {  // as convert_hf_to_gguf.py writes Gemma 3
@@ -211,6 +217,17 @@ int main(int argc, char** argv) {
     md.set(a + "attention.value_length", uint32_t(head_dim));
     md.set(a + "rope.freq_base", o.rope_base);
     if (o.sliding_window > 0) md.set(a + "attention.sliding_window", uint32_t(o.sliding_window));
+  } else if (qwen2 || qwen3) {  // as convert_hf_to_gguf.py writes Qwen2 and Qwen3
+    md.set(a + "rope.freq_base", o.rope_base);
+    md.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+    if (qwen3) {
+      md.set(a + "attention.key_length", uint32_t(head_dim));
+      md.set(a + "attention.value_length", uint32_t(head_dim));
+    }
+  } else if (phi3) {  // as convert_hf_to_gguf.py writes Phi-3-mini-4k
+    md.set(a + "rope.freq_base", o.rope_base);
+    md.set(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    md.set(a + "attention.sliding_window", uint32_t{2047});
   } else {
     md.set(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     md.set(a + "rope.freq_base", o.rope_base);
@@ -240,15 +257,30 @@ int main(int argc, char** argv) {
     if (Status s = w.add_tensor(name, type, shape, data); !s.is_ok()) fail(s.message());
   };
   const float w_std = 0.02f;
-  // Gemma scales embeddings by sqrt(n_embd) and reuses them as the output: smaller values keep
-  // its logits in a realistic range.
-  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, gemma ? 0.05f : 1.0f, o.type);
+  // Gemma scales embeddings by sqrt(n_embd) and reuses them as the output, the other families
+  // reuse them with --tied: smaller values keep those logits in a realistic range. (Llama files
+  // keep the values they always had.)
+  const bool small_embd = gemma || (o.tied && o.arch != "llama");
+  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, small_embd ? 0.05f : 1.0f, o.type);
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
-    add(p + "attn_q.weight", {o.n_embd, n_embd_q}, 0.0f, w_std * 4, o.type);
-    add(p + "attn_k.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
-    add(p + "attn_v.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
+    if (phi3) {
+      add(p + "attn_qkv.weight", {o.n_embd, n_embd_q + 2 * n_embd_kv}, 0.0f, w_std * 4, o.type);
+    } else {
+      add(p + "attn_q.weight", {o.n_embd, n_embd_q}, 0.0f, w_std * 4, o.type);
+      add(p + "attn_k.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
+      add(p + "attn_v.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
+    }
+    if (qwen2) {  // biases large enough to matter
+      add(p + "attn_q.bias", {n_embd_q}, 0.0f, 0.5f, DType::f32);
+      add(p + "attn_k.bias", {n_embd_kv}, 0.0f, 0.5f, DType::f32);
+      add(p + "attn_v.bias", {n_embd_kv}, 0.0f, 0.5f, DType::f32);
+    }
+    if (qwen3) {
+      add(p + "attn_q_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
+      add(p + "attn_k_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
+    }
     add(p + "attn_output.weight", {n_embd_q, o.n_embd}, 0.0f, w_std * 4, o.type);
     if (gemma) {
       add(p + "attn_q_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
@@ -257,8 +289,12 @@ int main(int argc, char** argv) {
       add(p + "post_ffw_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
     }
     add(p + "ffn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
-    add(p + "ffn_gate.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
-    add(p + "ffn_up.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
+    if (phi3) {
+      add(p + "ffn_up.weight", {o.n_embd, 2 * o.n_ff}, 0.0f, w_std * 4, o.type);
+    } else {
+      add(p + "ffn_gate.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
+      add(p + "ffn_up.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
+    }
     add(p + "ffn_down.weight", {o.n_ff, o.n_embd}, 0.0f, w_std * 4, o.type);
   }
   add("output_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);

@@ -83,13 +83,12 @@ class WeightMaker {
     store_.emplace_back();
     auto& out = store_.back();
     const auto* tr = dtype_traits(type);
-    out.resize(n * tr->block_bytes);
+    out.resize(n / tr->block_size * tr->block_bytes);
     if (type == DType::q8_0 || type == DType::q4_0) {
       // What llama-quantize --pure writes from the F32 model of the same arguments: the values
       // through ggml's reference quantizer, block by block.
       std::vector<float> x(n);
       for (float& v : x) v = dist(rng_);
-      out.resize(n / 32 * tr->block_bytes);
       (type == DType::q8_0 ? quantize_row_q8_0_ref : quantize_row_q4_0_ref)(x.data(), out.data(), static_cast<int64_t>(n));
       return out;
     }

@@ -75,11 +75,36 @@ reference "$work/gemma3-f32.gguf" ours
 # by a mean KL divergence of ~1e-5 (Q8_0) to ~1e-4 (Q6_K) where Llama-shaped ones agree exactly;
 # F32 and F16 agree exactly. docs/models.md)
 
+# The other families, each in F32 and F16 (ours) and Q8_0, Q4_0 and Q4_K_M (llama-quantize):
+#   qwen2: Q/K/V biases, NeoX RoPE base 1e6, output tied to the embeddings (as Qwen2.5-0.5B);
+#   qwen3: per-head Q/K norms, head size 128 over n_embd 256 (attention wider than the model, as
+#          Qwen3-0.6B), untied output;
+#   phi3:  fused attn_qkv and gate-up projections, grouped-query attention (as Phi-4-mini).
+family() {  # prefix, infer-make-model arguments
+  local prefix=$1 t preset lower
+  shift
+  echo "$* --vocab $vocab --n-embd 256 --n-layer 2 --n-ff 512 --ctx 512" > "$out/$prefix-make-model.args"
+  for t in f32 f16; do
+    # shellcheck disable=SC2046
+    "$build/bin/infer-make-model" -o "$work/$prefix-$t.gguf" --type $t $(cat "$out/$prefix-make-model.args") 2>/dev/null
+    reference "$work/$prefix-$t.gguf" ours
+  done
+  for preset in Q8_0 Q4_0 Q4_K_M; do
+    lower=$(echo "$preset" | tr 'A-Z' 'a-z')
+    "$bin/llama-quantize" "$work/$prefix-f32.gguf" "$out/$prefix-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
+      { cat "$work/q.log" >&2; exit 1; }
+    reference "$out/$prefix-$lower.gguf" llama
+  done
+}
+family qwen2 --arch qwen2 --n-head 4 --n-head-kv 2 --rope-base 1000000 --tied --seed 17
+family qwen3 --arch qwen3 --n-head 4 --n-head-kv 2 --head-dim 128 --rope-base 1000000 --seed 19
+family phi3 --arch phi3 --n-head 4 --n-head-kv 2 --seed 23
+
 cat > "$out/README.md" <<EOT
 Reference models and llama.cpp's results on them, made by \`tests/reference/make-model-reference.sh\`
 with llama.cpp from the llama-cpp-python sdist (scripts/build-llama-cpp). reference.tsv lists each
 file (ref-*: Llama shape, arguments in make-model.args; gemma3-*: Gemma 3 shape with a sliding
-window, gemma3-make-model.args), who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
+window, gemma3-make-model.args; qwen2-*, qwen3-*, phi3-*: those families, <family>-make-model.args), who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
 its SHA-256, and llama.cpp's perplexity (\`llama-perplexity -c $ctx -b $ctx --chunks $ppl_chunks\`
 on $text). Each .kld is \`llama-perplexity -c $ctx --chunks 1 --kl-divergence-base\` output.
 EOT

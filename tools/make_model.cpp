@@ -181,7 +181,9 @@ int main(int argc, char** argv) {
   if (!gemma && !qwen3 && o.head_dim != 0) usage_error("--head-dim needs --arch gemma3 or qwen3");
   if (o.head_dim == 0 && o.n_embd % o.n_head != 0) usage_error("--n-embd must be a multiple of --n-head");
   if (o.n_head % o.n_head_kv != 0) usage_error("--n-head must be a multiple of --n-head-kv");
-  if (o.name == "libinfer random llama") o.name = "libinfer random " + o.arch;
+  // (llama.cpp gives the special tokens of a model whose name contains "phi3" Phi-3's attributes
+  // and then requires <|endoftext|> in the vocabulary: the default name avoids it.)
+  if (o.name == "libinfer random llama") o.name = phi3 ? std::string("libinfer random fused-projection model") : "libinfer random " + o.arch;
 
   const int head_dim = o.head_dim != 0 ? o.head_dim : o.n_embd / o.n_head;
   const int n_embd_q = head_dim * o.n_head;

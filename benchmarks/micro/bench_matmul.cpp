@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "quant/dequantize.hpp"

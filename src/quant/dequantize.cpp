@@ -13,8 +13,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "core/cpu_features.hpp"
 #include "core/half.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 #include "quant/block_formats.hpp"
 
 namespace infer {

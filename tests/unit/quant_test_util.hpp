@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/half.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 #include "quant/dequantize.hpp"
 
 namespace infer::test {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
+#include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/dot.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "kernels/cpu/qgemm.hpp"

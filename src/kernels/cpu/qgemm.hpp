@@ -18,8 +18,8 @@
 
 #include <cstdint>
 
+#include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 
 namespace infer {
 

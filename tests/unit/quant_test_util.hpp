@@ -12,7 +12,7 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/half.hpp"
-#include "quant/dequantize.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 
 namespace infer::test {
 

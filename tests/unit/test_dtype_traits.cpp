@@ -1,5 +1,5 @@
 // The CPU type table (kernels/cpu/dtype_traits.hpp) against the storage table of core/dtype.hpp
-// and the format's arithmetic.
+// and the format's arithmetic, and the one mapping between the public WeightType and DType.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "core/thread_pool.hpp"
+#include "core/weight_type.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "ops/embedding.hpp"
 #include "ops/matmul.hpp"
@@ -87,6 +88,26 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     ++checked;
   }
   REQUIRE(checked == 5);  // F32, F16, BF16, Q8_0, Q4_0
+}
+
+TEST_CASE("WeightType and DType map one to one, and unknown values are an error", "[dtype]") {
+  REQUIRE(weight_dtype(WeightType::keep).value() == std::nullopt);
+  REQUIRE(weight_dtype(WeightType::q8_0).value() == DType::q8_0);
+  REQUIRE(weight_dtype(WeightType::q4_0).value() == DType::q4_0);
+  const auto bad = weight_dtype(static_cast<WeightType>(7));
+  REQUIRE(!bad.ok());
+  REQUIRE(bad.status().code() == StatusCode::invalid_argument);
+  REQUIRE(bad.status().message().find('7') != std::string::npos);
+  for (WeightType w : {WeightType::q8_0, WeightType::q4_0}) {
+    const DType t = *weight_dtype(w).value();
+    REQUIRE(weight_type_of(t) == w);
+    // Load-time conversion can write it.
+    REQUIRE(cpu_type_traits(t) != nullptr);
+    REQUIRE(cpu_type_traits(t)->from_float != nullptr);
+    REQUIRE(dtype_traits(t)->quantized);
+  }
+  for (const DTypeTraits& st : all_dtypes())
+    if (st.type != DType::q8_0 && st.type != DType::q4_0) REQUIRE(weight_type_of(st.type) == std::nullopt);
 }
 
 TEST_CASE("matmul and embed report a weight type no CPU kernel reads instead of crashing", "[dtype][ops]") {

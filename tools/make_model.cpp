@@ -19,6 +19,7 @@
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
 // written as llama.cpp's convert_hf_to_gguf.py writes it for a Llama model (see
 // src/tokenizer/sentencepiece_model.hpp). The embedding and output shapes follow the vocabulary.
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,10 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "core/half.hpp"
 #include "core/mapped_file.hpp"
 #include "format/gguf.hpp"
-#include "quant/quantize.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "tokenizer/sentencepiece_model.hpp"
 
 namespace {
@@ -82,24 +82,13 @@ class WeightMaker {
     std::normal_distribution<float> dist(mean, std);
     store_.emplace_back();
     auto& out = store_.back();
-    const auto* tr = dtype_traits(type);
-    out.resize(n / tr->block_size * tr->block_bytes);
-    if (type == DType::q8_0 || type == DType::q4_0) {
-      // What llama-quantize --pure writes from the F32 model of the same arguments: the values
-      // through ggml's reference quantizer, block by block.
-      std::vector<float> x(n);
-      for (float& v : x) v = dist(rng_);
-      (type == DType::q8_0 ? quantize_row_q8_0_ref : quantize_row_q4_0_ref)(x.data(), out.data(), static_cast<int64_t>(n));
-      return out;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const float v = dist(rng_);
-      if (type == DType::f32) std::memcpy(&out[4 * i], &v, 4);
-      else {
-        const uint16_t h = type == DType::f16 ? f32_to_f16(v) : f32_to_bf16(v);
-        std::memcpy(&out[2 * i], &h, 2);
-      }
-    }
+    // Values through the type's from_float: F16/BF16 rounded to nearest even, Q8_0/Q4_0 through
+    // ggml's reference quantizers block by block (what llama-quantize --pure writes from the F32
+    // model of the same arguments).
+    std::vector<float> x(n);
+    for (float& v : x) v = dist(rng_);
+    out.resize(*dtype_row_bytes(type, n));
+    cpu_type_traits(type)->from_float(x.data(), out.data(), static_cast<int64_t>(n));
     return out;
   }
   DType type() const { return type_; }
@@ -164,13 +153,14 @@ int main(int argc, char** argv) {
     else if (a == "--vocab") o.vocab = next();
     else if (a == "--tied") o.tied = true;
     else if (a == "--type") {
-      std::string t = next();
-      if (t == "f32") o.type = DType::f32;
-      else if (t == "f16") o.type = DType::f16;
-      else if (t == "bf16") o.type = DType::bf16;
-      else if (t == "q8_0") o.type = DType::q8_0;
-      else if (t == "q4_0") o.type = DType::q4_0;
-      else usage_error("--type must be f32, f16, bf16, q8_0 or q4_0");
+      const std::string t = next();
+      const auto type = dtype_from_name(t);
+      const CpuTypeTraits* cpu = type ? cpu_type_traits(*type) : nullptr;
+      std::string lower(type ? dtype_name(*type) : "");
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      // The types from_float writes, spelled in lower case.
+      if (!cpu || !cpu->from_float || t != lower) usage_error("--type must be f32, f16, bf16, q8_0 or q4_0");
+      o.type = *type;
     } else usage_error("unknown argument " + a);
   }
   if (o.out.empty()) usage_error("-o OUT.gguf is required");

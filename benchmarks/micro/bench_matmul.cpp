@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/qdot.hpp"
-#include "quant/dequantize.hpp"
 #include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"
 

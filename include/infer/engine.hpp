@@ -28,12 +28,9 @@
 #include "infer/chat_message.hpp"
 #include "infer/export.h"
 #include "infer/status.hpp"
+#include "infer/weight_type.hpp"
 
 namespace infer {
-
-// Weight matrices as the file stores them, or quantized at load (float matrices only; what
-// llama-quantize --pure writes for the type).
-enum class WeightType : int { keep = 0, q8_0, q4_0 };
 
 // The knobs (docs/tuning.md explains how to choose each).
 struct EngineConfig {

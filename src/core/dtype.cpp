@@ -49,10 +49,8 @@ constexpr std::array kTraits{
     DTypeTraits{DType::q2_0, "Q2_0", 64, 18, true, false},
 };
 
-constexpr uint32_t kMaxId = 42;
-
-constexpr std::array<int16_t, kMaxId + 1> make_index() {
-  std::array<int16_t, kMaxId + 1> index{};
+constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {
+  std::array<int16_t, kMaxDTypeId + 1> index{};
   for (auto& i : index) i = -1;
   for (size_t i = 0; i < kTraits.size(); ++i) index[static_cast<uint32_t>(kTraits[i].type)] = static_cast<int16_t>(i);
   return index;
@@ -62,7 +60,7 @@ constexpr auto kIndex = make_index();
 }  // namespace
 
 const DTypeTraits* dtype_traits(uint32_t id) noexcept {
-  if (id > kMaxId || kIndex[id] < 0) return nullptr;
+  if (id > kMaxDTypeId || kIndex[id] < 0) return nullptr;
   return &kTraits[static_cast<size_t>(kIndex[id])];
 }
 

@@ -26,6 +26,8 @@ enum class DType : uint32_t {
   // 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8 (likewise)
   mxfp4 = 39, nvfp4 = 40, q1_0 = 41, q2_0 = 42,
 };
+// The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
+inline constexpr uint32_t kMaxDTypeId = 42;
 
 struct DTypeTraits {
   DType type;

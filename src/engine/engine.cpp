@@ -21,6 +21,7 @@
 #include "core/status_macros.hpp"
 #include "core/thread_pool.hpp"
 #include "core/timer.hpp"
+#include "core/weight_type.hpp"
 #include "engine/engine_testing.hpp"
 #include "format/model_file.hpp"
 #include "kv/kv_manager.hpp"
@@ -311,8 +312,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
         config.kv_cache_tokens < 0 || !std::isfinite(config.batch_wait_ms) || !std::isfinite(config.price_per_hour))
       return invalid_argument("EngineConfig: max_batch_tokens, max_sequences and block_size must be positive; "
                               "max_waiting, batch_wait_ms, max_context, kv_cache_tokens and price_per_hour not negative");
-    if (config.weight_type != WeightType::keep && config.weight_type != WeightType::q8_0 && config.weight_type != WeightType::q4_0)
-      return invalid_argument("EngineConfig: unknown weight_type " + std::to_string(static_cast<int>(config.weight_type)));
+    auto weight_type = weight_dtype(config.weight_type);
+    if (!weight_type.ok()) return invalid_argument("EngineConfig: " + weight_type.status().message());
     auto progress = [&](double f) {
       if (config.on_load_progress) config.on_load_progress(f);
     };
@@ -330,8 +331,7 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     impl->backend = std::make_unique<CpuBackend>(*impl->pool);
     LoadOptions load;
     load.backend = impl->backend.get();
-    if (config.weight_type == WeightType::q8_0) load.weight_type = DType::q8_0;
-    else if (config.weight_type == WeightType::q4_0) load.weight_type = DType::q4_0;
+    load.weight_type = *weight_type;
     // The weights are most of the work: 0.05 to 0.95 of the bar.
     if (config.on_load_progress) load.progress = [&](double f) { progress(0.05 + 0.9 * f); };
     auto model = load_model(impl->file, load);

@@ -5,8 +5,7 @@
 #include <vector>
 
 #include "core/status_macros.hpp"
-#include "quant/dequantize.hpp"
-#include "quant/quantize.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 
 namespace infer {
 
@@ -56,9 +55,11 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
     progress_(std::min(1.0, static_cast<double>(bound_bytes_) / static_cast<double>(total_bytes_)));
   }
   if (!weight_type_ || !store_ || t->dtype == *weight_type_) return t;
-  const bool is_float = t->dtype == DType::f32 || t->dtype == DType::f16 || t->dtype == DType::bf16;
+  const bool is_float = !dtype_traits(t->dtype)->quantized;  // F32, F16 or BF16 (computable)
   const int64_t n = t->shape[0], rows = t->view.rows();
-  if (!is_float || n % 32 != 0) return t;  // already quantized, or rows not made of whole blocks
+  const auto block = static_cast<int64_t>(dtype_traits(*weight_type_)->block_size);
+  if (!is_float || n % block != 0) return t;  // already quantized, or rows not made of whole blocks
+  const RowFromFloat quantize = cpu_type_traits(*weight_type_)->from_float;
   const auto row_bytes = dtype_row_bytes(*weight_type_, static_cast<uint64_t>(n));
   if (!row_bytes) return invalid_argument(t->name + ": row size overflows");
   ConvertedTensor c;
@@ -70,10 +71,7 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(file_.path() + ": " + t->name + ": a weight is not finite (cannot quantize)");
     void* dst = out + static_cast<size_t>(r) * *row_bytes;
-    if (*weight_type_ == DType::q8_0)
-      quantize_row_q8_0_ref(row.data(), dst, n);
-    else
-      quantize_row_q4_0_ref(row.data(), dst, n);
+    quantize(row.data(), dst, n);
   }
   c.info = *t;
   c.info.dtype = *weight_type_;

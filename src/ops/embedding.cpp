@@ -1,6 +1,7 @@
 #include "ops/embedding.hpp"
 
 #include "core/status_macros.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
 
@@ -15,6 +16,8 @@ Status embed(Backend& be, const TensorView& table, std::span<const int32_t> toke
     if (t < 0 || t >= table.shape[1])
       return invalid_argument("embed: token id " + std::to_string(t) + " outside the vocabulary (" + std::to_string(table.shape[1]) + ")");
   if (be.device() == Device::cpu && table.device == Device::cpu) {
+    if (!can_dequantize(table.dtype))
+      return unsupported("embed: no CPU kernel reads weight type " + std::string(dtype_name(table.dtype)));
     cpu::embed(table, tokens, out, scale);
     return Status::ok();
   }

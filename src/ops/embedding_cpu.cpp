@@ -1,15 +1,17 @@
+#include "core/cpu_features.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
-#include "quant/dequantize.hpp"
 
 namespace infer::ops::cpu {
 
 void embed(const TensorView& table, std::span<const int32_t> tokens, const TensorView& out, float scale) {
   const int64_t n = out.shape[0];
+  const RowToFloat to_float = cpu_type_traits(table.dtype)->to_float(active_isa());
   for (size_t r = 0; r < tokens.size(); ++r) {
     float* y = row_f32(out, static_cast<int64_t>(r));
-    dequantize_row(table.dtype, table.row(tokens[r]), y, n);
+    to_float(table.row(tokens[r]), y, n);
     if (scale != 1.0f) scale_inplace(y, scale, n);
   }
 }

@@ -1,6 +1,7 @@
 #include "ops/matmul.hpp"
 
 #include "core/status_macros.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
 
@@ -13,6 +14,8 @@ Status matmul(Backend& be, const TensorView& w, const TensorView& x, const Tenso
     return invalid_argument("matmul: weight " + shape_string(w) + ", input " + shape_string(x) + " and output " +
                             shape_string(y) + " do not fit");
   if (be.device() == Device::cpu) {
+    if (!can_dequantize(w.dtype))
+      return unsupported("matmul: no CPU kernel reads weight type " + std::string(dtype_name(w.dtype)));
     cpu::matmul(cpu_pool(be), w, x, y);
     return Status::ok();
   }

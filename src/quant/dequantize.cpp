@@ -1,4 +1,4 @@
-// Scalar reference dequantization and the ISA dispatch.
+// Scalar reference dequantization.
 //
 // Each element is computed as the ggml reference formula states it, one float operation at a time
 // (the build compiles with -ffp-contract=off, so nothing is fused): an integer quant is converted
@@ -14,7 +14,6 @@
 #include <cstring>
 
 #include "core/half.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 #include "quant/block_formats.hpp"
 
 namespace infer {
@@ -158,63 +157,41 @@ void ref_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
   }
 }
 
+// n elements of blocks -> the typed block loop.
+template <class Block, void (*kLoop)(const Block*, float*, int64_t), int kBlock>
+void blocks(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0 && n % kBlock == 0);
+  kLoop(static_cast<const Block*>(src), dst, n / kBlock);
+}
+
 }  // namespace
 
-bool can_dequantize(DType t) noexcept {
-  switch (t) {
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q4_1:
-    case DType::q5_0:
-    case DType::q5_1:
-    case DType::q2_k:
-    case DType::q3_k:
-    case DType::q4_k:
-    case DType::q5_k:
-    case DType::q6_k:
-      return true;
-    default:
-      return false;
-  }
+void dequantize_f32(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0);
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 
-void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) noexcept {
-  assert(can_dequantize(t) && n >= 0 && n % dtype_traits(t)->block_size == 0);
-  switch (t) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::f16: {
-      const auto* h = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(h[i]);
-      return;
-    }
-    case DType::bf16: {
-      const auto* h = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
-      return;
-    }
-    case DType::q4_0: return ref_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / kQK);
-    case DType::q4_1: return ref_q4_1(static_cast<const BlockQ4_1*>(src), dst, n / kQK);
-    case DType::q5_0: return ref_q5_0(static_cast<const BlockQ5_0*>(src), dst, n / kQK);
-    case DType::q5_1: return ref_q5_1(static_cast<const BlockQ5_1*>(src), dst, n / kQK);
-    case DType::q8_0: return ref_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / kQK);
-    case DType::q2_k: return ref_q2_k(static_cast<const BlockQ2_K*>(src), dst, n / kQKK);
-    case DType::q3_k: return ref_q3_k(static_cast<const BlockQ3_K*>(src), dst, n / kQKK);
-    case DType::q4_k: return ref_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQKK);
-    case DType::q5_k: return ref_q5_k(static_cast<const BlockQ5_K*>(src), dst, n / kQKK);
-    case DType::q6_k: return ref_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQKK);
-    default: return;
-  }
+void dequantize_f16_ref(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0);
+  const auto* h = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(h[i]);
 }
 
-void dequantize_row(DType t, const void* src, float* dst, int64_t n) noexcept {
-  // active_isa() is one relaxed atomic load; reading it per call keeps set_active_isa() effective.
-  if (active_isa() >= CpuIsa::avx2) return dequantize_row_avx2(t, src, dst, n);
-  dequantize_row_ref(t, src, dst, n);
+void dequantize_bf16_ref(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0);
+  const auto* h = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
 }
+
+void dequantize_q4_0_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ4_0, ref_q4_0, kQK>(src, dst, n); }
+void dequantize_q4_1_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ4_1, ref_q4_1, kQK>(src, dst, n); }
+void dequantize_q5_0_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ5_0, ref_q5_0, kQK>(src, dst, n); }
+void dequantize_q5_1_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ5_1, ref_q5_1, kQK>(src, dst, n); }
+void dequantize_q8_0_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ8_0, ref_q8_0, kQK>(src, dst, n); }
+void dequantize_q2_k_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ2_K, ref_q2_k, kQKK>(src, dst, n); }
+void dequantize_q3_k_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ3_K, ref_q3_k, kQKK>(src, dst, n); }
+void dequantize_q4_k_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ4_K, ref_q4_k, kQKK>(src, dst, n); }
+void dequantize_q5_k_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ5_K, ref_q5_k, kQKK>(src, dst, n); }
+void dequantize_q6_k_ref(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ6_K, ref_q6_k, kQKK>(src, dst, n); }
 
 }  // namespace infer

@@ -224,28 +224,34 @@ void avx2_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
   }
 }
 
+// n elements of blocks -> the typed block loop.
+template <class Block, void (*kLoop)(const Block*, float*, int64_t), int kBlock>
+void blocks(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0 && n % kBlock == 0);
+  kLoop(static_cast<const Block*>(src), dst, n / kBlock);
+}
+
 }  // namespace
 
-void dequantize_row_avx2(DType t, const void* src, float* dst, int64_t n) noexcept {
-  assert(can_dequantize(t) && n >= 0 && n % dtype_traits(t)->block_size == 0);
-  switch (t) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::f16: return avx2_f16(static_cast<const uint16_t*>(src), dst, n);
-    case DType::bf16: return avx2_bf16(static_cast<const uint16_t*>(src), dst, n);
-    case DType::q4_0: return avx2_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / kQK);
-    case DType::q4_1: return avx2_q4_1(static_cast<const BlockQ4_1*>(src), dst, n / kQK);
-    case DType::q5_0: return avx2_q5_0(static_cast<const BlockQ5_0*>(src), dst, n / kQK);
-    case DType::q5_1: return avx2_q5_1(static_cast<const BlockQ5_1*>(src), dst, n / kQK);
-    case DType::q8_0: return avx2_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / kQK);
-    case DType::q2_k: return avx2_q2_k(static_cast<const BlockQ2_K*>(src), dst, n / kQKK);
-    case DType::q3_k: return avx2_q3_k(static_cast<const BlockQ3_K*>(src), dst, n / kQKK);
-    case DType::q4_k: return avx2_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQKK);
-    case DType::q5_k: return avx2_q5_k(static_cast<const BlockQ5_K*>(src), dst, n / kQKK);
-    case DType::q6_k: return avx2_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQKK);
-    default: return;
-  }
+void dequantize_f16_avx2(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0);
+  avx2_f16(static_cast<const uint16_t*>(src), dst, n);
 }
+
+void dequantize_bf16_avx2(const void* src, float* dst, int64_t n) noexcept {
+  assert(n >= 0);
+  avx2_bf16(static_cast<const uint16_t*>(src), dst, n);
+}
+
+void dequantize_q4_0_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ4_0, avx2_q4_0, kQK>(src, dst, n); }
+void dequantize_q4_1_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ4_1, avx2_q4_1, kQK>(src, dst, n); }
+void dequantize_q5_0_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ5_0, avx2_q5_0, kQK>(src, dst, n); }
+void dequantize_q5_1_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ5_1, avx2_q5_1, kQK>(src, dst, n); }
+void dequantize_q8_0_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ8_0, avx2_q8_0, kQK>(src, dst, n); }
+void dequantize_q2_k_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ2_K, avx2_q2_k, kQKK>(src, dst, n); }
+void dequantize_q3_k_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ3_K, avx2_q3_k, kQKK>(src, dst, n); }
+void dequantize_q4_k_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ4_K, avx2_q4_k, kQKK>(src, dst, n); }
+void dequantize_q5_k_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ5_K, avx2_q5_k, kQKK>(src, dst, n); }
+void dequantize_q6_k_avx2(const void* src, float* dst, int64_t n) noexcept { blocks<BlockQ6_K, avx2_q6_k, kQKK>(src, dst, n); }
 
 }  // namespace infer

@@ -85,16 +85,9 @@ void round_activations_bf16(const float* x, void* dst, int64_t n) noexcept {
   for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
 }
 
-void prepare_activations(DType type, const float* x, void* dst, int64_t n) noexcept {
-  switch (type) {
-    case DType::q8_0: return quantize_activations_q8_0(x, dst, n);
-    case DType::q8_1: return quantize_activations_q8_1(x, dst, n);
-    case DType::q8_k: return quantize_activations_q8_k(x, dst, n);
-    case DType::f16: return round_activations_f16(x, dst, n);
-    case DType::bf16: return round_activations_bf16(x, dst, n);
-    case DType::f32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); return;
-    default: assert(false && "not an activation type"); return;
-  }
+void copy_activations_f32(const float* x, void* dst, int64_t n) noexcept {
+  assert(n >= 0);
+  std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace infer

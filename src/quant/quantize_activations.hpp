@@ -1,5 +1,5 @@
 // F32 activation rows to the types the quantized dot products take (block layouts in
-// quant/block_formats.hpp), exactly as llama.cpp's CPU backend converts them on x86 with AVX2
+// quant/block_formats.hpp; kernels/cpu/dtype_traits.hpp says which type meets which weight type), exactly as llama.cpp's CPU backend converts them on x86 with AVX2
 // before a mul_mat (ggml-cpu: quantize_row_q8_0 / q8_1, which differ from ggml's reference
 // quantizers; quantize_row_q8_K, which is the reference one; fp32_to_fp16 / fp32_to_bf16).
 //
@@ -20,8 +20,6 @@
 
 #include <cstdint>
 
-#include "core/dtype.hpp"
-
 namespace infer {
 
 void quantize_activations_q8_0(const float* x, void* dst, int64_t n) noexcept;
@@ -29,8 +27,7 @@ void quantize_activations_q8_1(const float* x, void* dst, int64_t n) noexcept;
 void quantize_activations_q8_k(const float* x, void* dst, int64_t n) noexcept;
 void round_activations_f16(const float* x, void* dst, int64_t n) noexcept;
 void round_activations_bf16(const float* x, void* dst, int64_t n) noexcept;
-
-// Converts a row to `type` (Q8_0, Q8_1, Q8_K, F16 or BF16) with the function above; F32 is copied.
-void prepare_activations(DType type, const float* x, void* dst, int64_t n) noexcept;
+// F32 activations (for F32 weights) are copied.
+void copy_activations_f32(const float* x, void* dst, int64_t n) noexcept;
 
 }  // namespace infer

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/half.hpp"
-#include "kernels/cpu/cpu_features.hpp"
-#include "quant/dequantize.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 
 namespace infer::test {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/half.hpp"
-#include "quant/dequantize.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "quant/quantize.hpp"
 #include "quant_test_util.hpp"
 #include "test_data.hpp"

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "format/gguf.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "model/model.hpp"
-#include "quant/dequantize.hpp"
 #include "tiny_llama.hpp"
 
 using namespace infer;

@@ -13,9 +13,9 @@
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/dot.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/qdot.hpp"
-#include "quant/dequantize.hpp"
 #include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"
 

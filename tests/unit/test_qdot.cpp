@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "core/half.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/qdot.hpp"
-#include "quant/dequantize.hpp"
 #include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"
 
@@ -141,8 +141,8 @@ TEST_CASE("AVX2 dot kernels equal the scalar ones bit for bit on random blocks",
         // Scales over the whole F16 range on half the draws, subnormals included.
         const auto w = random_weights(t, 1, n, 7 * seed + static_cast<uint64_t>(t), seed % 2 ? kTypicalScale : kAnyFiniteHalf);
         const auto a = prepare(t, test::activation_floats(n, seed));
-        const float ref = qdot(qdot_kernel_ref(t), w.data(), a.data(), n);
-        const float avx2 = qdot(qdot_kernel_avx2(t), w.data(), a.data(), n);
+        const float ref = qdot(cpu_type_traits(t)->dot_ref, w.data(), a.data(), n);
+        const float avx2 = qdot(cpu_type_traits(t)->dot_avx2, w.data(), a.data(), n);
         INFO(dtype_name(t) << " n " << n << " seed " << seed << " ref " << ref << " avx2 " << avx2);
         if (std::isnan(ref)) {
           REQUIRE(std::isnan(avx2));

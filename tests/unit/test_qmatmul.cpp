@@ -10,6 +10,7 @@
 #include "core/half.hpp"
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/half.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "quant/block_formats.hpp"
 #include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"

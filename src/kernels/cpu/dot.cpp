@@ -1,6 +1,6 @@
 #include "kernels/cpu/dot.hpp"
 
-#include "kernels/cpu/cpu_features.hpp"
+#include "core/cpu_features.hpp"
 
 namespace infer {
 

@@ -6,13 +6,10 @@
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
+#include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/dot.hpp"
-#include "kernels/cpu/qdot.hpp"
-#include "kernels/cpu/qgemm.hpp"
-#include "quant/dequantize.hpp"
-#include "quant/quantize_activations.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 
 namespace infer {
 namespace {
@@ -101,18 +98,17 @@ uint8_t* packed_scratch(size_t bytes) {
 
 // The tiled path (kernels/cpu/qgemm.hpp): activation rows converted once, with their side data;
 // then per group of weight rows, one packing and one tile pass over all the activation rows.
-void matmul_gemm(const QGemmKernel& k, const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y,
-                 int64_t y_stride, ThreadPool& pool) {
+void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits& at, const float* x, int64_t n_rows,
+                 int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
   const int64_t n_in = w.shape[0], n_out = w.shape[1];
-  const DType at = activation_type(w.dtype);
-  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n_in)));
+  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at.type, static_cast<uint64_t>(n_in)));
   const int64_t side_row = k.side_bytes(n_in);
   const int64_t act_bytes = (n_rows * a_row + 63) / 64 * 64;
   uint8_t* act = activation_scratch(static_cast<size_t>(act_bytes + n_rows * side_row));
   uint8_t* side = act + act_bytes;
   pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t begin, size_t end) {
     for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
-      prepare_activations(at, x + r * x_stride, act + r * a_row, n_in);
+      at.from_float_activation(x + r * x_stride, act + r * a_row, n_in);
       k.prepare_side(act + r * a_row, side + r * side_row, n_in);
     }
   });
@@ -144,19 +140,20 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   if (n_rows == 0 || n_out == 0) return;
   const CpuIsa isa = active_isa();
   if (w.dtype == DType::f32) return matmul_f32(w, x, n_rows, x_stride, y, y_stride, pool, isa);
-  if (const QGemmKernel* k = qgemm_kernel(w.dtype, isa); k && n_rows >= k->min_rows)
-    return matmul_gemm(*k, w, x, n_rows, x_stride, y, y_stride, pool);
+  const CpuTypeTraits& wt = *cpu_type_traits(w.dtype);
+  const CpuTypeTraits& at = *cpu_type_traits(wt.vec_dot_type);
+  if (const QGemmKernel* k = wt.gemm(isa); k && n_rows >= k->min_rows)
+    return matmul_gemm(*k, w, at, x, n_rows, x_stride, y, y_stride, pool);
 
   // Each x row is converted once; every weight row's dot then reads it.
-  const DType at = activation_type(w.dtype);
-  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n_in)));
+  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at.type, static_cast<uint64_t>(n_in)));
   uint8_t* act = activation_scratch(static_cast<size_t>(n_rows * a_row));
   pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t begin, size_t end) {
     for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r)
-      prepare_activations(at, x + r * x_stride, act + r * a_row, n_in);
+      at.from_float_activation(x + r * x_stride, act + r * a_row, n_in);
   });
 
-  const QDotFn dot = qdot_kernel(w.dtype, isa);
+  const QDotFn dot = wt.dot(isa);
   const int64_t panel = panel_rows(static_cast<int64_t>(w.row_bytes()), kMaxQuantPanelRows);
   pool.parallel_for(static_cast<size_t>((n_out + panel - 1) / panel), [&](size_t begin, size_t end) {
     for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
@@ -178,11 +175,12 @@ void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_s
         y[r * y_stride + o] = dot_f32_ref(x + r * x_stride, w.row<const float>(o), n_in);
     return;
   }
-  const DType at = activation_type(w.dtype);
-  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at, static_cast<uint64_t>(n_in)));
+  const CpuTypeTraits& wt = *cpu_type_traits(w.dtype);
+  const CpuTypeTraits& at = *cpu_type_traits(wt.vec_dot_type);
+  const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at.type, static_cast<uint64_t>(n_in)));
   std::vector<uint8_t> act(static_cast<size_t>(n_rows * a_row));
-  for (int64_t r = 0; r < n_rows; ++r) prepare_activations(at, x + r * x_stride, act.data() + r * a_row, n_in);
-  const QDotFn dot = qdot_kernel_ref(w.dtype);
+  for (int64_t r = 0; r < n_rows; ++r) at.from_float_activation(x + r * x_stride, act.data() + r * a_row, n_in);
+  const QDotFn dot = wt.dot_ref;
   for (int64_t o = 0; o < n_out; ++o)
     for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = qdot(dot, w.row(o), act.data() + r * a_row, n_in);
 }

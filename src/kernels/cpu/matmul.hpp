@@ -9,6 +9,7 @@
 //     (Q8_0, Q8_1, Q8_K, F16 or BF16; quant/quantize_activations.hpp), then every output is the
 //     block dot product of a weight row and a converted row (kernels/cpu/qdot.hpp); on AVX-512
 //     CPUs, Q4_0 and Q8_0 weights take tiled kernels with the same results (kernels/cpu/qgemm.hpp).
+// Every choice by weight type is one lookup in kernels/cpu/dtype_traits.hpp per call.
 // Weights stream from memory once per call whatever the batch size: work is split over panels of
 // weight rows, and each panel meets every x row while it is in cache.
 //
@@ -33,8 +34,8 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
             ThreadPool& pool);
 
 // The scalar twin, single-threaded: dot_f32_ref for F32 weights, otherwise the same activation
-// conversion and qdot_kernel_ref. Equal bit for bit to matmul() while the scalar ISA is active,
-// and under AVX2 too for every type but F32 (the AVX2 F32 dot fuses, the scalar one does not).
+// conversion and the scalar dot kernels. Equal bit for bit to matmul() while the scalar ISA is
+// active, and under AVX2 too for every type but F32 (the AVX2 F32 dot fuses, the scalar one not).
 void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride);
 
 }  // namespace infer

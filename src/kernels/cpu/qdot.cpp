@@ -1,4 +1,4 @@
-// Scalar reference dot products (float steps documented in qdot.hpp) and the dispatch.
+// Scalar reference dot products (float steps documented in qdot.hpp).
 //
 // Each kernel unpacks a weight block into signed integer quants in element order, takes exact
 // integer dot products with the activation quants, and combines them with the block scales in the
@@ -12,7 +12,6 @@
 
 #include "core/half.hpp"
 #include "quant/block_formats.hpp"
-#include "quant/dequantize.hpp"
 
 namespace infer {
 namespace {
@@ -235,43 +234,41 @@ void rows(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n
 
 }  // namespace
 
-DType activation_type(DType weight) noexcept {
-  assert(can_dequantize(weight));
-  switch (weight) {
-    case DType::q4_0:
-    case DType::q5_0:
-    case DType::q8_0: return DType::q8_0;
-    case DType::q4_1:
-    case DType::q5_1: return DType::q8_1;
-    case DType::q2_k:
-    case DType::q3_k:
-    case DType::q4_k:
-    case DType::q5_k:
-    case DType::q6_k: return DType::q8_k;
-    default: return weight;  // F32, F16, BF16
-  }
+void qdot_f16_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_half<f16_to_f32>>(w, a, as, n_a, n, y, ys);
 }
-
-QDotFn qdot_kernel_ref(DType weight) noexcept {
-  switch (weight) {
-    case DType::f16: return rows<dot_half<f16_to_f32>>;
-    case DType::bf16: return rows<dot_half<bf16_to_f32>>;
-    case DType::q8_0: return rows<dot_lanes_q8_0<BlockQ8_0>>;
-    case DType::q5_0: return rows<dot_lanes_q8_0<BlockQ5_0>>;
-    case DType::q4_0: return rows<dot_q4_0>;
-    case DType::q4_1: return rows<dot_lanes_q8_1<BlockQ4_1>>;
-    case DType::q5_1: return rows<dot_lanes_q8_1<BlockQ5_1>>;
-    case DType::q2_k: return rows<dot_tiled<BlockQ2_K, 16, true>>;
-    case DType::q3_k: return rows<dot_tiled<BlockQ3_K, 16, false>>;
-    case DType::q4_k: return rows<dot_q4_k>;
-    case DType::q5_k: return rows<dot_tiled<BlockQ5_K, 32, true>>;
-    case DType::q6_k: return rows<dot_tiled<BlockQ6_K, 16, false>>;
-    default: assert(false && "no quantized dot for this type"); return nullptr;
-  }
+void qdot_bf16_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_half<bf16_to_f32>>(w, a, as, n_a, n, y, ys);
 }
-
-QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept {
-  return isa >= CpuIsa::avx2 ? qdot_kernel_avx2(weight) : qdot_kernel_ref(weight);
+void qdot_q8_0_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_lanes_q8_0<BlockQ8_0>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q5_0_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_lanes_q8_0<BlockQ5_0>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q4_0_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_q4_0>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q4_1_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_lanes_q8_1<BlockQ4_1>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q5_1_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_lanes_q8_1<BlockQ5_1>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q2_k_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_tiled<BlockQ2_K, 16, true>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q3_k_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_tiled<BlockQ3_K, 16, false>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q4_k_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_q4_k>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q5_k_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_tiled<BlockQ5_K, 32, true>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q6_k_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<dot_tiled<BlockQ6_K, 16, false>>(w, a, as, n_a, n, y, ys);
 }
 
 }  // namespace infer

@@ -3,9 +3,10 @@
 // (prompt processing; for fewer rows ggml switches to kernels with other float orders, so it is not
 // batch-invariant; these kernels are).
 //
-// The weight type decides the activation type (activation_type(), ggml's vec_dot_type) and the
-// code path ggml runs, which fixes the order of the float operations. Integer sums of products are
-// exact, so only the float steps below matter; they run in exactly this order, `fma` fused:
+// The weight type decides the activation type (ggml's vec_dot_type: kernels/cpu/dtype_traits.hpp)
+// and the code path ggml runs, which fixes the order of the float operations. Integer sums of
+// products are exact, so only the float steps below matter; they run in exactly this order, `fma`
+// fused:
 //
 //  weight      activation  ggml path            float steps (dW, dA: block scales as floats)
 //  F16, BF16   F16, BF16   llamafile tinyBLAS   lane i%8: s += w_i * a_i (exact products);
@@ -33,31 +34,26 @@
 // rounding per block of Σ|w_i a_i| (Σ|d sc q a| + Σ|dmin m a| for the types with a min), with w
 // and a the dequantized weight and activation (tests/unit/test_qdot.cpp states the bounds).
 //
-// qdot_kernel_avx2 returns kernels bit-identical to qdot_kernel_ref's: they compute the same
-// integers and the same float steps (the scalar code fuses with std::fma). F32 weights are not
-// covered here: the matmul multiplies them with F32 activations through kernels/cpu/dot.hpp.
+// The _avx2 kernels are bit-identical to the _ref ones: they compute the same integers and the
+// same float steps (the scalar code fuses with std::fma). F32 weights are not covered here: the
+// matmul multiplies them with F32 activations through kernels/cpu/dot.hpp.
 //
 // Preconditions of a kernel: n >= 0 a multiple of the weight's block size (asserted); w holds n
-// elements of the weight type; each activation row was written by prepare_activations() (the AVX2
-// kernels rely on its quants lying in [-127, 127] and on the Q8_K bsums matching the quants).
+// elements of the weight type; each activation row was converted by from_float_activation of its
+// type (kernels/cpu/dtype_traits.hpp; the AVX2 kernels rely on its quants lying in [-127, 127] and
+// on the Q8_K bsums matching the quants).
 #pragma once
 
 #include <cstdint>
 
-#include "core/dtype.hpp"
-#include "kernels/cpu/cpu_features.hpp"
-
 namespace infer {
-
-// ggml's vec_dot_type: F32 -> F32, F16 -> F16, BF16 -> BF16, Q4_0/Q5_0/Q8_0 -> Q8_0,
-// Q4_1/Q5_1 -> Q8_1, Q2_K..Q6_K -> Q8_K. Precondition: can_dequantize(weight).
-DType activation_type(DType weight) noexcept;
 
 // One weight row (n elements) times n_a activation rows:
 //   y[r * y_stride] = w · (the activation row at a + r * a_stride bytes), r < n_a.
 // Each result is the same as with n_a = 1: the rows share the weight's unpacking, not sums.
-using QDotFn = void (*)(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y,
+using QDotKernel = void(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y,
                         int64_t y_stride) noexcept;
+using QDotFn = QDotKernel*;
 
 // One dot with a kernel of the above.
 inline float qdot(QDotFn kernel, const void* w, const void* a, int64_t n) noexcept {
@@ -66,11 +62,31 @@ inline float qdot(QDotFn kernel, const void* w, const void* a, int64_t n) noexce
   return y;
 }
 
-// Precondition: can_dequantize(weight) and weight != F32.
-QDotFn qdot_kernel_ref(DType weight) noexcept;
-// Same precondition; call only when the CPU has AVX2, FMA and F16C.
-QDotFn qdot_kernel_avx2(DType weight) noexcept;
-// The kernel for `isa` (scalar for CpuIsa::scalar, AVX2 above it).
-QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept;
+// The kernels, per weight type and ISA (the _avx2 ones need AVX2, FMA and F16C).
+QDotKernel qdot_f16_ref;
+QDotKernel qdot_bf16_ref;
+QDotKernel qdot_q8_0_ref;
+QDotKernel qdot_q5_0_ref;
+QDotKernel qdot_q4_0_ref;
+QDotKernel qdot_q4_1_ref;
+QDotKernel qdot_q5_1_ref;
+QDotKernel qdot_q2_k_ref;
+QDotKernel qdot_q3_k_ref;
+QDotKernel qdot_q4_k_ref;
+QDotKernel qdot_q5_k_ref;
+QDotKernel qdot_q6_k_ref;
+
+QDotKernel qdot_f16_avx2;
+QDotKernel qdot_bf16_avx2;
+QDotKernel qdot_q8_0_avx2;
+QDotKernel qdot_q5_0_avx2;
+QDotKernel qdot_q4_0_avx2;
+QDotKernel qdot_q4_1_avx2;
+QDotKernel qdot_q5_1_avx2;
+QDotKernel qdot_q2_k_avx2;
+QDotKernel qdot_q3_k_avx2;
+QDotKernel qdot_q4_k_avx2;
+QDotKernel qdot_q5_k_avx2;
+QDotKernel qdot_q6_k_avx2;
 
 }  // namespace infer

@@ -371,22 +371,41 @@ struct Half {
 
 }  // namespace
 
-QDotFn qdot_kernel_avx2(DType weight) noexcept {
-  switch (weight) {
-    case DType::f16: return rows<Half<false>>;
-    case DType::bf16: return rows<Half<true>>;
-    case DType::q8_0: return rows<Lanes<BlockQ8_0, BlockQ8_0>>;
-    case DType::q5_0: return rows<Lanes<BlockQ5_0, BlockQ8_0>>;
-    case DType::q4_0: return rows<Q4_0>;
-    case DType::q4_1: return rows<Lanes<BlockQ4_1, BlockQ8_1>>;
-    case DType::q5_1: return rows<Lanes<BlockQ5_1, BlockQ8_1>>;
-    case DType::q2_k: return rows<Tiled<BlockQ2_K, true, 0>>;
-    case DType::q3_k: return rows<Tiled<BlockQ3_K, false, 4>>;
-    case DType::q4_k: return rows<Q4_K>;
-    case DType::q5_k: return rows<Tiled<BlockQ5_K, true, 0>>;
-    case DType::q6_k: return rows<Tiled<BlockQ6_K, false, 32>>;
-    default: assert(false && "no quantized dot for this type"); return nullptr;
-  }
+void qdot_f16_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Half<false>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_bf16_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Half<true>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q8_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Lanes<BlockQ8_0, BlockQ8_0>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q5_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Lanes<BlockQ5_0, BlockQ8_0>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q4_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Q4_0>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q4_1_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Lanes<BlockQ4_1, BlockQ8_1>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q5_1_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Lanes<BlockQ5_1, BlockQ8_1>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q2_k_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Tiled<BlockQ2_K, true, 0>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q3_k_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Tiled<BlockQ3_K, false, 4>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q4_k_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Q4_K>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q5_k_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Tiled<BlockQ5_K, true, 0>>(w, a, as, n_a, n, y, ys);
+}
+void qdot_q6_k_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  rows<Tiled<BlockQ6_K, false, 32>>(w, a, as, n_a, n, y, ys);
 }
 
 }  // namespace infer

@@ -2,14 +2,14 @@
 // rows at once, where the per-row dots of kernels/cpu/qdot.hpp would unpack each weight block
 // again for every activation row and sum each block's integer products horizontally.
 //
-// Every result is bit-identical to qdot_kernel_ref's for the same weight row and activation row:
-// integer sums are exact however they are grouped (VNNI dpbusd is not saturating), and each
+// Every result is bit-identical to the scalar qdot kernel's for the same weight row and activation
+// row: integer sums are exact however they are grouped (VNNI dpbusd is not saturating), and each
 // (weight row, activation row) pair runs the float steps qdot.hpp lists for its weight type, in
 // the same order, fused where the reference calls std::fma. A result therefore never depends on
 // which other rows share its tile (batch invariance).
 //
 // Use, per matmul call (kernels/cpu/matmul.cpp):
-//   1. each activation row is converted as usual (prepare_activations, Q8_0 for both types), and
+//   1. each activation row is converted as usual (to Q8_0 for both types), and
 //      prepare_side() derives per-block data from it once (scales as floats, quant sums);
 //   2. per group of group_rows weight rows, pack() lays the rows out for the tile kernel
 //      (thread-local scratch of packed_bytes(n)), then multiply() writes the group's outputs for
@@ -17,9 +17,6 @@
 #pragma once
 
 #include <cstdint>
-
-#include "core/dtype.hpp"
-#include "kernels/cpu/cpu_features.hpp"
 
 namespace infer {
 
@@ -40,13 +37,9 @@ struct QGemmKernel {
                    int64_t side_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept;
 };
 
-// The AVX-512 VNNI kernel for Q4_0 or Q8_0 weights, nullptr for other types. Call only when the
-// CPU has AVX-512 F, BW, VL, DQ and VNNI (CpuIsa::avx512).
-const QGemmKernel* qgemm_kernel_avx512(DType weight) noexcept;
-
-// The tiled kernel for `isa`, or nullptr where there is none (the matmul then uses qdot kernels).
-inline const QGemmKernel* qgemm_kernel(DType weight, CpuIsa isa) noexcept {
-  return isa >= CpuIsa::avx512 ? qgemm_kernel_avx512(weight) : nullptr;
-}
+// The AVX-512 VNNI kernels for Q4_0 and Q8_0 weights (kernels/cpu/dtype_traits.hpp lists them
+// per type). Use only when the CPU has AVX-512 F, BW, VL, DQ and VNNI (CpuIsa::avx512).
+extern const QGemmKernel qgemm_q4_0_avx512;
+extern const QGemmKernel qgemm_q8_0_avx512;
 
 }  // namespace infer

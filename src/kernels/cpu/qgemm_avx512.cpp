@@ -304,21 +304,13 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   });
 }
 
+}  // namespace
+
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, 2048 x 5632, one thread): with one row
 // the tiled Q4_0 path takes 0.69 ms against 1.64 ms for the AVX2 dots; Q8_0's packing alone
 // costs about what the AVX2 dots do, so its tiles lose at 2 rows (1.51 vs 1.24 ms) and win
 // from 4 (1.90 vs 2.34 ms).
-constexpr QGemmKernel kQ4_0{1, kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply};
-constexpr QGemmKernel kQ8_0{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply};
-
-}  // namespace
-
-const QGemmKernel* qgemm_kernel_avx512(DType weight) noexcept {
-  switch (weight) {
-    case DType::q4_0: return &kQ4_0;
-    case DType::q8_0: return &kQ8_0;
-    default: return nullptr;
-  }
-}
+const QGemmKernel qgemm_q4_0_avx512{1, kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply};
+const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply};
 
 }  // namespace infer

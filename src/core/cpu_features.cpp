@@ -1,4 +1,4 @@
-#include "kernels/cpu/cpu_features.hpp"
+#include "core/cpu_features.hpp"
 
 #include <atomic>
 #include <cstdint>

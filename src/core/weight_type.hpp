@@ -1,0 +1,20 @@
+// The public WeightType and the DType a load-time conversion writes: the one place the two map to
+// each other (the engine, the model loader and the tests all go through it).
+#pragma once
+
+#include <optional>
+
+#include "core/dtype.hpp"
+#include "infer/status.hpp"
+#include "infer/weight_type.hpp"
+
+namespace infer {
+
+// keep -> nullopt (weights stay as stored); q8_0 -> Q8_0; q4_0 -> Q4_0; a value outside the enum
+// (a cast integer) -> invalid_argument naming it.
+Result<std::optional<DType>> weight_dtype(WeightType w);
+
+// The reverse: the WeightType that converts weights to `t` (Q8_0, Q4_0), nullopt for any other type.
+std::optional<WeightType> weight_type_of(DType t) noexcept;
+
+}  // namespace infer

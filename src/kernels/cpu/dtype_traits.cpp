@@ -1,0 +1,103 @@
+#include "kernels/cpu/dtype_traits.hpp"
+
+#include <array>
+#include <cassert>
+#include <iterator>
+
+#include "quant/dequantize.hpp"
+#include "quant/quantize.hpp"
+#include "quant/quantize_activations.hpp"
+
+namespace infer {
+namespace {
+
+// In DType id order (all_cpu_types() promises it; tests/unit/test_dtype_traits.cpp checks it).
+// Members left out are nullptr.
+constexpr CpuTypeTraits kTable[] = {
+    {.type = DType::f32, .to_float_ref = dequantize_f32, .to_float_avx2 = dequantize_f32,
+     .from_float = copy_activations_f32, .from_float_activation = copy_activations_f32, .vec_dot_type = DType::f32},
+    {.type = DType::f16, .to_float_ref = dequantize_f16_ref, .to_float_avx2 = dequantize_f16_avx2,
+     .from_float = round_activations_f16, .from_float_activation = round_activations_f16, .vec_dot_type = DType::f16,
+     .dot_ref = qdot_f16_ref, .dot_avx2 = qdot_f16_avx2},
+    {.type = DType::q4_0, .to_float_ref = dequantize_q4_0_ref, .to_float_avx2 = dequantize_q4_0_avx2,
+     .from_float = quantize_row_q4_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q4_0_ref,
+     .dot_avx2 = qdot_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512},
+    {.type = DType::q4_1, .to_float_ref = dequantize_q4_1_ref, .to_float_avx2 = dequantize_q4_1_avx2,
+     .vec_dot_type = DType::q8_1, .dot_ref = qdot_q4_1_ref, .dot_avx2 = qdot_q4_1_avx2},
+    {.type = DType::q5_0, .to_float_ref = dequantize_q5_0_ref, .to_float_avx2 = dequantize_q5_0_avx2,
+     .vec_dot_type = DType::q8_0, .dot_ref = qdot_q5_0_ref, .dot_avx2 = qdot_q5_0_avx2},
+    {.type = DType::q5_1, .to_float_ref = dequantize_q5_1_ref, .to_float_avx2 = dequantize_q5_1_avx2,
+     .vec_dot_type = DType::q8_1, .dot_ref = qdot_q5_1_ref, .dot_avx2 = qdot_q5_1_avx2},
+    {.type = DType::q8_0, .to_float_ref = dequantize_q8_0_ref, .to_float_avx2 = dequantize_q8_0_avx2,
+     .from_float = quantize_row_q8_0_ref, .from_float_activation = quantize_activations_q8_0,
+     .vec_dot_type = DType::q8_0, .dot_ref = qdot_q8_0_ref, .dot_avx2 = qdot_q8_0_avx2,
+     .gemm_avx512 = &qgemm_q8_0_avx512},
+    {.type = DType::q8_1, .from_float_activation = quantize_activations_q8_1, .vec_dot_type = DType::q8_1},
+    {.type = DType::q2_k, .to_float_ref = dequantize_q2_k_ref, .to_float_avx2 = dequantize_q2_k_avx2,
+     .vec_dot_type = DType::q8_k, .dot_ref = qdot_q2_k_ref, .dot_avx2 = qdot_q2_k_avx2},
+    {.type = DType::q3_k, .to_float_ref = dequantize_q3_k_ref, .to_float_avx2 = dequantize_q3_k_avx2,
+     .vec_dot_type = DType::q8_k, .dot_ref = qdot_q3_k_ref, .dot_avx2 = qdot_q3_k_avx2},
+    {.type = DType::q4_k, .to_float_ref = dequantize_q4_k_ref, .to_float_avx2 = dequantize_q4_k_avx2,
+     .vec_dot_type = DType::q8_k, .dot_ref = qdot_q4_k_ref, .dot_avx2 = qdot_q4_k_avx2},
+    {.type = DType::q5_k, .to_float_ref = dequantize_q5_k_ref, .to_float_avx2 = dequantize_q5_k_avx2,
+     .vec_dot_type = DType::q8_k, .dot_ref = qdot_q5_k_ref, .dot_avx2 = qdot_q5_k_avx2},
+    {.type = DType::q6_k, .to_float_ref = dequantize_q6_k_ref, .to_float_avx2 = dequantize_q6_k_avx2,
+     .vec_dot_type = DType::q8_k, .dot_ref = qdot_q6_k_ref, .dot_avx2 = qdot_q6_k_avx2},
+    {.type = DType::q8_k, .from_float_activation = quantize_activations_q8_k, .vec_dot_type = DType::q8_k},
+    {.type = DType::bf16, .to_float_ref = dequantize_bf16_ref, .to_float_avx2 = dequantize_bf16_avx2,
+     .from_float = round_activations_bf16, .from_float_activation = round_activations_bf16,
+     .vec_dot_type = DType::bf16, .dot_ref = qdot_bf16_ref, .dot_avx2 = qdot_bf16_avx2},
+};
+
+constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {
+  std::array<int8_t, kMaxDTypeId + 1> index{};
+  for (auto& i : index) i = -1;
+  for (size_t i = 0; i < std::size(kTable); ++i) index[static_cast<uint32_t>(kTable[i].type)] = static_cast<int8_t>(i);
+  return index;
+}
+constexpr auto kIndex = make_index();
+
+}  // namespace
+
+const CpuTypeTraits* cpu_type_traits(DType t) noexcept {
+  const auto id = static_cast<uint32_t>(t);
+  if (id > kMaxDTypeId || kIndex[id] < 0) return nullptr;
+  return &kTable[static_cast<size_t>(kIndex[id])];
+}
+
+std::span<const CpuTypeTraits> all_cpu_types() noexcept { return kTable; }
+
+bool can_dequantize(DType t) noexcept {
+  const CpuTypeTraits* e = cpu_type_traits(t);
+  return e && e->to_float_ref;
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) noexcept {
+  assert(can_dequantize(t) && n >= 0 && n % dtype_traits(t)->block_size == 0);
+  // active_isa() is one relaxed atomic load; reading it per call keeps set_active_isa() effective.
+  cpu_type_traits(t)->to_float(active_isa())(src, dst, n);
+}
+
+void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) noexcept {
+  assert(can_dequantize(t) && n >= 0 && n % dtype_traits(t)->block_size == 0);
+  cpu_type_traits(t)->to_float_ref(src, dst, n);
+}
+
+DType activation_type(DType weight) noexcept {
+  assert(can_dequantize(weight));
+  return cpu_type_traits(weight)->vec_dot_type;
+}
+
+void prepare_activations(DType type, const float* x, void* dst, int64_t n) noexcept {
+  const CpuTypeTraits* e = cpu_type_traits(type);
+  assert(e && e->from_float_activation && "not an activation type");
+  e->from_float_activation(x, dst, n);
+}
+
+QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept {
+  const CpuTypeTraits* e = cpu_type_traits(weight);
+  assert(e && e->dot_ref && "no quantized dot for this type");
+  return e->dot(isa);
+}
+
+}  // namespace infer

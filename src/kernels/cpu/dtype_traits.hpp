@@ -1,0 +1,75 @@
+// The CPU's table of element types: for each type it computes with, how a row turns into F32
+// and back, which type the activations take to meet its rows in a matmul (ggml's vec_dot_type),
+// and its kernels per ISA. Every choice CPU code makes by DType is one lookup here, made once per
+// row or per matmul call, never per element; a new weight type is one entry plus its kernels.
+// (Name, block size and bytes are the storage traits of core/dtype.hpp.)
+//
+//  type        to_float    from_float         from_float_activation   vec_dot_type  dot       gemm
+//  F32         copy        copy               copy                    F32           dot.hpp   -
+//  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 -
+//  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512
+//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512
+//  Q5_0        ref, avx2   -                  -                       Q8_0          ref, avx2 -
+//  Q4_1, Q5_1  ref, avx2   -                  -                       Q8_1          ref, avx2 -
+//  Q2_K..Q6_K  ref, avx2   -                  -                       Q8_K          ref, avx2 -
+//  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
+//
+// from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
+// time conversion, model files); from_float_activation converts activation rows as llama.cpp's
+// CPU backend does before a mul_mat, which rounds differently (quant/quantize_activations.hpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/cpu_features.hpp"
+#include "core/dtype.hpp"
+#include "kernels/cpu/qdot.hpp"
+#include "kernels/cpu/qgemm.hpp"
+
+namespace infer {
+
+// A row of n elements (n a multiple of the type's block size) to n floats, and back.
+using RowToFloat = void (*)(const void* src, float* dst, int64_t n) noexcept;
+using RowFromFloat = void (*)(const float* src, void* dst, int64_t n) noexcept;
+
+struct CpuTypeTraits {
+  DType type;
+  RowToFloat to_float_ref;               // scalar reference; nullptr: not a weight type (Q8_1, Q8_K)
+  RowToFloat to_float_avx2;              // bit-identical to to_float_ref
+  RowFromFloat from_float;               // llama-quantize's rows; nullptr: not a conversion target
+  RowFromFloat from_float_activation;    // nullptr: never an activation type
+  DType vec_dot_type;                    // the activations' type in a matmul with rows of this type
+  QDotFn dot_ref;                        // nullptr for F32 (kernels/cpu/dot.hpp) and Q8_1, Q8_K
+  QDotFn dot_avx2;                       // bit-identical to dot_ref
+  const QGemmKernel* gemm_avx512;        // tiled kernel (kernels/cpu/qgemm.hpp), nullptr: none
+
+  // The variants for an ISA (the scalar one below AVX2).
+  RowToFloat to_float(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? to_float_avx2 : to_float_ref; }
+  QDotFn dot(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? dot_avx2 : dot_ref; }
+  const QGemmKernel* gemm(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx512 ? gemm_avx512 : nullptr; }
+  const DTypeTraits& storage() const noexcept { return *dtype_traits(type); }
+};
+
+// The entry of a type, or nullptr for a type the CPU does not compute with.
+const CpuTypeTraits* cpu_type_traits(DType t) noexcept;
+// Every entry, in DType id order.
+std::span<const CpuTypeTraits> all_cpu_types() noexcept;
+
+// Shorthands over the table.
+
+// A type whose rows the CPU turns into floats: exactly the types core/dtype.hpp marks computable.
+bool can_dequantize(DType t) noexcept;
+// One row to floats with the variant for active_isa() (or the scalar reference). Preconditions,
+// asserted: can_dequantize(t); n >= 0 a multiple of t's block size; src holds the row, dst n floats.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) noexcept;
+void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) noexcept;
+// ggml's vec_dot_type of a weight type. Precondition: can_dequantize(weight).
+DType activation_type(DType weight) noexcept;
+// An F32 activation row converted to `type` (Q8_0, Q8_1, Q8_K, F16, BF16; F32 is copied), as
+// quant/quantize_activations.hpp states. Precondition: type is some weight type's activation_type.
+void prepare_activations(DType type, const float* x, void* dst, int64_t n) noexcept;
+// The dot kernel of a weight type for an ISA. Precondition: can_dequantize(weight), weight != F32.
+QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept;
+
+}  // namespace infer

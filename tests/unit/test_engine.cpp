@@ -717,6 +717,25 @@ TEST_CASE("a callback that throws ends its own request with an error, not the en
   require_balanced(e->stats());
 }
 
+TEST_CASE("a request that outgrows the whole KV pool ends with out_of_range instead of stalling", "[engine]") {
+  EngineConfig c;
+  c.block_size = 4;
+  c.kv_cache_tokens = 64;
+  auto e = make_engine(c);
+  const int64_t pool = e->stats().kv_blocks_total * 4;
+  REQUIRE(pool >= 20);
+  REQUIRE(pool < 400);
+  std::mt19937 rng(51);
+  auto done = e->generate(greedy(random_prompt(rng, 10), 400)).value();  // fits at submit, not as it grows
+  CHECK(done.reason == FinishReason::error);
+  CHECK(done.status.code() == StatusCode::out_of_range);
+  // Every position of the pool was computed; the token sampled at the last one needs one more.
+  CHECK(static_cast<int64_t>(done.ids.size()) == pool - 10 + 1);
+  require_balanced(e->stats());
+  // The engine goes on serving.
+  CHECK(e->generate(greedy(random_prompt(rng, 10), 5)).value().status.is_ok());
+}
+
 TEST_CASE("bad requests fail at submit with a clear status", "[engine]") {
   EngineConfig c;
   c.max_context = 64;

@@ -171,7 +171,7 @@ SchedulerConfig config(int64_t max_batch_tokens, int max_sequences) {
 
 }  // namespace
 
-TEST_CASE("admission: higher priority first, then arrival; never more than max_sequences", "[sched]") {
+TEST_CASE("admission: higher priority first, then arrival, never more than max_sequences", "[sched]") {
   Sim sim(FakeBudget(4, 100), config(64, 2));
   sim.add(1, tokens(10, 3), 0, 1);
   sim.add(2, tokens(20, 3), 2, 1);
@@ -440,7 +440,7 @@ TEST_CASE("prefix-aware admission: cancelling the sequence in flight releases it
   CHECK(sim.find(3)->cached_tokens == 12);
 }
 
-TEST_CASE("prefix-aware admission: a preempted sequence in flight stops holding; the waiter takes over", "[sched][prefix]") {
+TEST_CASE("prefix-aware admission: a preempted sequence in flight stops holding and the waiter takes over", "[sched][prefix]") {
   // One slot, priority preemption on. 1 (priority -1) is computing the shared prefix when 9
   // (priority 9, unrelated) and 2 (priority 0, behind the same prefix) arrive: 9 displaces 1, and
   // 2, no longer held by anyone, goes next with the 2 blocks 1 registered; 1 then waits for 2.

@@ -261,7 +261,7 @@ class INFER_API Engine {
 
   // Diagnostics (tests, debugging): between two steps, checks the KV-cache manager's
   // bookkeeping against the live requests — reference counts, the prefix index and its LRU list,
-  // free lists. internal() naming the first violation, else ok.
+  // free lists — and the scheduler's queues. internal() naming the first violation, else ok.
   Status check_invariants();
 
  private:

@@ -289,7 +289,8 @@ Status Engine::check_invariants() {
   if (!im.worker_.joinable()) {
     std::vector<const KvSequence*> live;
     for (Impl::Seq* s : im.live_) live.push_back(&s->kv);
-    const std::string r = im.kv->check(live);
+    std::string r = im.kv->check(live);
+    if (r.empty()) r = im.scheduler->check();
     return r.empty() ? Status::ok() : internal_error(r);
   }
   im.check_requested_ = true;
@@ -958,6 +959,7 @@ void Engine::Impl::worker_main() {
           std::vector<const KvSequence*> live;
           for (Seq* s : live_) live.push_back(&s->kv);
           check_result_ = kv->check(live);
+          if (check_result_.empty()) check_result_ = scheduler->check();
           check_requested_ = false;
           check_done_ = true;
           check_cv_.notify_all();

@@ -126,6 +126,22 @@ const SchedSequence* Scheduler::prefix_in_flight(SchedSequence& w) {
   return nullptr;
 }
 
+std::string Scheduler::check() const {
+  auto name = [](const SchedSequence* s) { return "sequence " + std::to_string(s->id); };
+  if (static_cast<int64_t>(running_.size()) > config_.max_sequences)
+    return std::to_string(running_.size()) + " sequences run, more than max_sequences";
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const SchedSequence* s = running_[i];
+    if (!s->running || s->in_queue) return name(s) + " is in the running list but not flagged running only";
+    if (std::find(running_.begin() + static_cast<ptrdiff_t>(i) + 1, running_.end(), s) != running_.end())
+      return name(s) + " is in the running list twice";
+    if (waiting_.count(const_cast<SchedSequence*>(s))) return name(s) + " is both running and waiting";
+  }
+  for (const SchedSequence* s : waiting_)
+    if (!s->in_queue || s->running) return name(s) + " is in the waiting queue but not flagged waiting only";
+  return "";
+}
+
 void Scheduler::schedule(StepPlan& plan) {
   plan.clear();
   // A pass can end with nothing planned although sequences hold blocks (several half-done

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "sched/block_budget.hpp"
@@ -89,6 +90,10 @@ class Scheduler {
   // Steps × sequences held back for a shared prefix in flight, since creation.
   int64_t held_back() const noexcept { return held_back_; }
   const SchedulerConfig& config() const noexcept { return config_; }
+  // For tests: checks the bookkeeping between two steps (each running sequence is listed once,
+  // flagged running and not queued; each waiting one flagged queued and not running; at most
+  // max_sequences run). Returns "" when all hold, else a description of the first violation.
+  std::string check() const;
 
  private:
   struct Order {  // the policy's admission order

@@ -107,6 +107,7 @@ struct Sim {
   }
   void step() {
     sched.schedule(plan);
+    REQUIRE(sched.check() == "");
     for (const StepEntry& e : plan.entries) {
       SchedSequence* s = e.seq;
       REQUIRE(e.first == s->n_computed);
@@ -119,6 +120,7 @@ struct Sim {
       if (++generated[s->id] >= to_generate[s->id]) {
         sched.remove(s);
         finished.push_back(s->id);
+        REQUIRE(budget.positions(*s) == 0);
       } else {
         s->tokens.push_back(static_cast<int32_t>(100000 + s->id * 100 + static_cast<uint64_t>(generated[s->id])));
       }

@@ -126,7 +126,7 @@ constexpr bool lists_every_field(const FieldSpan (&fields)[N], size_t total, siz
   X(T, model_path) X(T, n_threads) X(T, max_batch_tokens) X(T, max_sequences) X(T, max_waiting)             \
   X(T, batch_wait_ms) X(T, kv_cache_bytes) X(T, kv_cache_tokens) X(T, block_size) X(T, kv_type)             \
   X(T, weight_type) X(T, max_context) X(T, prefix_cache) X(T, price_per_hour) X(T, metrics_window)          \
-  X(T, chat_template) X(T, on_load_progress) X(T, progress_user_data)
+  X(T, chat_template) X(T, on_load_progress) X(T, progress_user_data) X(T, priority_preemption)
 
 #define INFER_REQUEST_PARAMS_FIELDS(X, T)                                                                    \
   X(T, prompt) X(T, prompt_tokens) X(T, n_prompt_tokens) X(T, messages) X(T, n_messages) X(T, add_special)  \
@@ -203,6 +203,7 @@ Status to_engine_config(const infer_engine_params* in, infer::EngineConfig& conf
   config.weight_type = static_cast<infer::WeightType>(full.weight_type);
   config.max_context = full.max_context;
   config.prefix_cache = full.prefix_cache != 0;
+  config.priority_preemption = full.priority_preemption != 0;
   config.price_per_hour = full.price_per_hour;
   config.metrics_window = full.metrics_window;
   config.chat_template = full.chat_template ? full.chat_template : "";
@@ -345,6 +346,7 @@ void fill_engine_defaults(infer_engine_params& full) {
   params->weight_type = static_cast<int32_t>(d.weight_type);
   params->max_context = d.max_context;
   params->prefix_cache = d.prefix_cache ? 1 : 0;
+  params->priority_preemption = d.priority_preemption ? 1 : 0;
   params->price_per_hour = d.price_per_hour;
   params->metrics_window = d.metrics_window;
 }

@@ -79,6 +79,7 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
   else if (a == "--kv-cache-mb") c.kv_cache_bytes = static_cast<uint64_t>(integer(1, 1 << 20)) << 20;
   else if (a == "--block-size") c.block_size = static_cast<int>(integer(1, 4096));
   else if (a == "--no-prefix-cache") c.prefix_cache = false;
+  else if (a == "--priority-preemption") c.priority_preemption = true;
   else if (a == "--batch-wait-ms") c.batch_wait_ms = parse_double(tool, usage, a, value(), 0, 1e6);
   else if (a == "--max-waiting") c.max_waiting = static_cast<int>(integer(0, 1 << 30));
   else if (a == "--price-per-hour") c.price_per_hour = parse_double(tool, usage, a, value(), 0, 1e9);

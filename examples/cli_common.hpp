@@ -50,6 +50,7 @@ inline constexpr const char* kEngineUsage =
     "  --kv-cache-mb N      KV block pool in MiB (default 256)\n"
     "  --block-size N       tokens per KV block (default 16)\n"
     "  --no-prefix-cache    do not reuse the KV of shared prompt prefixes\n"
+    "  --priority-preemption  a waiting request preempts running ones of lower priority\n"
     "  --batch-wait-ms T    an idle engine waits this long to gather a batch (default 0)\n"
     "  --max-waiting N      queued requests at most before submit fails (default 1024)\n"
     "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n"

@@ -154,6 +154,8 @@ typedef struct infer_engine_params {
   const char *chat_template;  /* chat format name for messages (infer_chat_template_name); NULL = the model's [NULL] */
   infer_progress_callback on_load_progress; /* [NULL] */
   void *progress_user_data;   /* passed to on_load_progress [NULL] */
+  int32_t priority_preemption; /* nonzero: a waiting request that finds no KV blocks or sequence
+                                * slot preempts running ones of lower priority [0] */
 } infer_engine_params;
 
 /* Sets params->struct_size = struct_size and every field that lies within struct_size bytes to its

@@ -47,6 +47,8 @@ struct EngineConfig {
   int64_t kv_cache_tokens = 0;         // > 0: size the pool to hold this many positions (all sequences
                                        // together) instead of kv_cache_bytes
   bool prefix_cache = true;            // reuse the KV of identical prompt prefixes across requests
+  bool priority_preemption = false;    // a waiting request that finds no KV blocks or sequence slot
+                                       // preempts running ones of lower Request::priority
   double price_per_hour = 0.0;         // machine cost, for stats().cost_per_million_tokens
   int metrics_window = 1000;           // finished requests the latency percentiles look at
   std::string chat_template;           // chat format for messages (a name of chat_formats()); "" = the model's
@@ -256,7 +258,7 @@ class INFER_API Engine {
 
   // Diagnostics (tests, debugging): between two steps, checks the KV-cache manager's
   // bookkeeping against the live requests — reference counts, the prefix index and its LRU list,
-  // free lists. internal() naming the first violation, else ok.
+  // free lists — and the scheduler's queues. internal() naming the first violation, else ok.
   Status check_invariants();
 
  private:

@@ -23,6 +23,7 @@
 #include "core/timer.hpp"
 #include "core/weight_type.hpp"
 #include "engine/engine_testing.hpp"
+#include "engine/kv_block_budget.hpp"
 #include "format/model_file.hpp"
 #include "kv/kv_manager.hpp"
 #include "model/batch.hpp"
@@ -152,7 +153,8 @@ LatencySummary summarize_latencies(std::vector<double> v) {
 struct Engine::Impl {
   // One request. The worker owns everything but the fields marked (mutex_).
   struct Seq {
-    SchedSequence sched;
+    SchedSequence sched;       // sched.budget_data points at kv
+    KvSequence kv;             // the blocks the sequence holds
     Request request;
     std::optional<Sampler> sampler;
     std::optional<StopMatcher> stop;
@@ -185,6 +187,7 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<KvCacheManager> kv;
+  std::optional<KvBlockBudget> budget;  // the scheduler's view of kv
   std::optional<Scheduler> scheduler;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<CpuBackend> backend;  // over `pool`: the forward steps' activations, weights prepared at load
@@ -286,8 +289,9 @@ Status Engine::check_invariants() {
   std::unique_lock lock(im.mutex_);
   if (!im.worker_.joinable()) {
     std::vector<const KvSequence*> live;
-    for (Impl::Seq* s : im.live_) live.push_back(&s->sched.kv);
-    const std::string r = im.kv->check(live);
+    for (Impl::Seq* s : im.live_) live.push_back(&s->kv);
+    std::string r = im.kv->check(live);
+    if (r.empty()) r = im.scheduler->check();
     return r.empty() ? Status::ok() : internal_error(r);
   }
   im.check_requested_ = true;
@@ -369,7 +373,13 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     // A sequence's length is bounded by the full-attention pool; a model whose layers are all
     // windowed keeps only a window per sequence, so only max_context bounds it.
     impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
-    impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
+    impl->budget.emplace(*impl->kv);
+    SchedulerConfig sc;
+    sc.max_batch_tokens = config.max_batch_tokens;
+    sc.max_sequences = config.max_sequences;
+    sc.priority_preemption = config.priority_preemption;
+    sc.prefix_aware_admission = impl->hooks.prefix_aware_admission;
+    impl->scheduler.emplace(sc, *impl->budget);
     {
       std::lock_guard lock(impl->mutex_);
       impl->publish_locked();  // stats() shows the pool before the first step
@@ -451,6 +461,7 @@ Result<RequestId> Engine::submit(Request request) {
     if (kinds > 1) return invalid_argument("give one prompt: text, token ids or messages, not several");
     std::vector<std::string> stops = p.stop;
     auto seq = std::make_unique<Impl::Seq>();
+    seq->sched.budget_data = &seq->kv;
     if (!request.messages.empty()) {
       if (!im.chat) return im.chat_status;
       // The answer ends at the template's end of turn: its token, or its text as a stop string.
@@ -772,7 +783,7 @@ bool Engine::Impl::step() {
   for (size_t i = 0; i < plan_.entries.size(); ++i) {
     const StepEntry& e = plan_.entries[i];
     const Seq* s = static_cast<const Seq*>(e.seq->owner);
-    batch_.sequences.push_back(BatchSequence(e.seq->kv.kv));
+    batch_.sequences.push_back(BatchSequence(s->kv.kv));
     for (int64_t p = e.first; p < e.first + e.n; ++p) {
       const bool samples = e.wants_logits && p + 1 == e.first + e.n;
       const bool scores = s->score_from >= 0 && p + 1 >= s->score_from && p + 1 < s->prompt_len;
@@ -802,7 +813,7 @@ bool Engine::Impl::step() {
     return true;
   }
   if (kv->prefix_cache())
-    for (const StepEntry& e : plan_.entries) kv->commit_full_blocks(e.seq->kv, e.seq->tokens);
+    for (const StepEntry& e : plan_.entries) kv->commit_full_blocks(static_cast<Seq*>(e.seq->owner)->kv, e.seq->tokens);
 
   // Rows with logits come in row order: each entry's scored rows, then its sampling row.
   double sample_ms = 0, detok_ms = 0;
@@ -946,8 +957,9 @@ void Engine::Impl::worker_main() {
         std::unique_lock lock(mutex_);
         if (check_requested_) {
           std::vector<const KvSequence*> live;
-          for (Seq* s : live_) live.push_back(&s->sched.kv);
+          for (Seq* s : live_) live.push_back(&s->kv);
           check_result_ = kv->check(live);
+          if (check_result_.empty()) check_result_ = scheduler->check();
           check_requested_ = false;
           check_done_ = true;
           check_cv_.notify_all();

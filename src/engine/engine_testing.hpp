@@ -30,6 +30,9 @@ struct EngineTesting {
     // the step's number (0, 1, ...); may throw, as a failed allocation or a failed pool task
     // would, to test that the engine survives it.
     std::function<void(ThreadPool& pool, int64_t step)> before_forward;
+    // false: the scheduler admits a prompt even while another sequence is still computing the
+    // full blocks it shares (SchedulerConfig::prefix_aware_admission), to compare with.
+    bool prefix_aware_admission = true;
   };
   // Engine::create with hooks.
   static Result<std::unique_ptr<Engine>> create(const std::string& model_path, const EngineConfig& config, Hooks hooks);

@@ -1065,6 +1065,76 @@ static int print_greedy_ids(const char *prompt) {
   return 0;
 }
 
+/* ---- priority preemption ----------------------------------------------------------------- */
+
+typedef struct {
+  infer_engine *engine;
+  infer_request_id high;
+  int submitted;
+  infer_status submit_status;
+} PreemptState;
+
+/* On the low-priority request's first token (it is running, alone in the one slot), submits a
+ * higher-priority one from the callback, as the header allows. */
+static int submit_high_on_first_token(const infer_token_event *ev, void *user_data) {
+  PreemptState *s = (PreemptState *)user_data;
+  infer_request_params rp;
+  if (ev->finished || s->submitted) return 0;
+  s->submitted = 1;
+  greedy_params(&rp, "A higher priority", 4);
+  rp.priority = 5;
+  s->submit_status = infer_engine_submit(s->engine, &rp, &s->high);
+  return 0;
+}
+
+static void case_priority_preemption(void) {
+  infer_engine_params p;
+  infer_request_params rp;
+  infer_request_metrics m;
+  int32_t *ref;
+  size_t n_ref;
+  int on;
+  infer_engine_params_init(&p);
+  CHECK(p.priority_preemption == 0);
+  for (on = 0; on <= 1; ++on) {
+    infer_engine *e = NULL;
+    infer_result *low = NULL, *high = NULL;
+    infer_request_id id = 0;
+    PreemptState s;
+    infer_engine_params_init(&p);
+    p.model_path = g_model;
+    p.n_threads = 2;
+    p.kv_cache_tokens = 4096;
+    p.max_sequences = 1;
+    p.priority_preemption = on;
+    CHECK_OK(NULL, infer_engine_create(&p, &e));
+    if (!e) return;
+    greedy_params(&rp, "Once upon a time", 24);
+    ref = generate_ids(e, &rp, &n_ref); /* alone */
+    memset(&s, 0, sizeof s);
+    s.engine = e;
+    rp.on_token = submit_high_on_first_token;
+    rp.user_data = &s;
+    CHECK_OK(e, infer_engine_submit(e, &rp, &id));
+    CHECK_OK(e, infer_engine_wait(e, id, &low));
+    CHECK(s.submitted && s.submit_status == INFER_OK);
+    if (low) {
+      m.struct_size = sizeof m;
+      CHECK_OK(e, infer_result_metrics(low, &m));
+      CHECK(m.preemptions == on); /* off: the higher-priority request waited for the slot */
+      CHECK(same_ids(infer_result_tokens(low), infer_result_n_tokens(low), ref, n_ref));
+    }
+    if (s.submit_status == INFER_OK) {
+      CHECK_OK(e, infer_engine_wait(e, s.high, &high));
+      CHECK(high && infer_result_status(high) == INFER_OK && infer_result_n_tokens(high) == 4);
+    }
+    infer_result_destroy(low);
+    infer_result_destroy(high);
+    free(ref);
+    infer_engine_destroy(e);
+  }
+}
+
 int main(int argc, char **argv) {
   static const struct {
     const char *name;
@@ -1074,7 +1144,7 @@ int main(int argc, char **argv) {
       {"callback", case_callback},                   {"struct-size", case_struct_size},
       {"threads", case_threads},                     {"unknown-ids", case_unknown_ids},
       {"text", case_text},                           {"info-stats", case_info_stats},
-      {"logprobs", case_logprobs},
+      {"logprobs", case_logprobs},                   {"priority-preemption", case_priority_preemption},
   };
   size_t i;
   if (argc < 3) {

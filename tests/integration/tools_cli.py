@@ -89,7 +89,8 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write("\n".join(prompts) + "\n")
     alone = [[int(t) for t in run(gen[:3] + ["-p", t, "-t", "2", "--temp", "0", "-n", "16", "--ids"])[0].split()]
              for t in texts]
-    for knobs in ([], ["--max-batch-tokens", "3", "--max-sequences", "2", "--no-prefix-cache"]):
+    for knobs in ([], ["--max-batch-tokens", "3", "--max-sequences", "2", "--no-prefix-cache"],
+                  ["--max-sequences", "2", "--priority-preemption"]):
         out, _ = run(gen[:3] + ["--prompts", pfile, "-t", "2", "--temp", "0", "-n", "16"] + knobs)
         lines = [json.loads(l) for l in out.splitlines()]
         check([l["index"] for l in lines] == list(range(len(texts))), f"--prompts {knobs}: indexes {[l.get('index') for l in lines]}")

@@ -273,6 +273,158 @@ TEST_CASE("greedy tokens are the same when the prefix comes from the cache", "[e
   REQUIRE(e->check_invariants().is_ok());
 }
 
+// 16 prompts behind one 50-token system prompt (3 full blocks of 16, then 2 tokens of a 4th),
+// each with 3 to 12 tokens of its own: at most 62 tokens, so the 4th block is never full and the
+// cache can serve exactly 48 positions of each.
+struct SharedPrefixBurst {
+  std::vector<std::vector<int32_t>> prompts;
+  static constexpr int64_t kCached = 48;
+  static constexpr int64_t kGenerate = 6;
+  SharedPrefixBurst() {
+    std::mt19937 rng(31);
+    const auto system = random_prompt(rng, 50);
+    for (int i = 0; i < 16; ++i) {
+      auto p = system;
+      const auto own = random_prompt(rng, 3 + rng() % 10);
+      p.insert(p.end(), own.begin(), own.end());
+      prompts.push_back(p);
+    }
+  }
+  // Each prompt alone, on an engine without prefix caching.
+  std::vector<std::vector<int32_t>> alone() const {
+    EngineConfig c;
+    c.prefix_cache = false;
+    auto e = make_engine(c);
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& p : prompts) out.push_back(e->generate(greedy(p, kGenerate)).value().ids);
+    return out;
+  }
+};
+
+struct BurstResult {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<int64_t> cached;  // each request's cached_tokens
+  int hits = 0;                 // requests served a prefix from the cache
+  EngineStats stats;
+};
+
+// Submits the burst; `between` runs after the first submit (to hold the worker while the others
+// arrive), `after` once all are submitted.
+BurstResult run_burst(Engine& e, const SharedPrefixBurst& b, const std::function<void()>& between = {},
+                      const std::function<void()>& after = {}) {
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < b.prompts.size(); ++i) {
+    ids.push_back(e.submit(greedy(b.prompts[i], SharedPrefixBurst::kGenerate)).value());
+    if (i == 0 && between) between();
+  }
+  if (after) after();
+  BurstResult r;
+  for (RequestId id : ids) {
+    auto done = e.wait(id).value();
+    REQUIRE(done.status.is_ok());
+    r.ids.push_back(done.ids);
+    r.cached.push_back(done.metrics.cached_tokens);
+    r.hits += done.metrics.cached_tokens > 0;
+  }
+  r.stats = e.stats();
+  REQUIRE(e.check_invariants().is_ok());
+  return r;
+}
+
+TEST_CASE("16 prompts behind one system prompt compute it once: exactly 15 cache hits, same tokens", "[engine][prefix]") {
+  const SharedPrefixBurst burst;
+  const auto alone = burst.alone();
+  int64_t prompt_tokens = 0;
+  for (const auto& p : burst.prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  auto check_once = [&](const BurstResult& r) {
+    CHECK(r.ids == alone);
+    CHECK(r.hits == 15);
+    CHECK(r.cached[0] == 0);  // the first computes the system prompt ...
+    for (size_t i = 1; i < r.cached.size(); ++i) CHECK(r.cached[i] == SharedPrefixBurst::kCached);  // ... once
+    CHECK(r.stats.cached_prompt_tokens == 15 * SharedPrefixBurst::kCached);
+    CHECK(r.stats.computed_prompt_tokens == prompt_tokens - 15 * SharedPrefixBurst::kCached);
+    require_balanced(r.stats);
+  };
+  SECTION("all 16 in the queue before the first step") {
+    EngineConfig c;
+    c.batch_wait_ms = 600'000;  // the first step waits for max_sequences = 16 requests
+    auto e = make_engine(c);
+    check_once(run_burst(*e, burst));
+  }
+  SECTION("15 arrive while the first is in the middle of its prompt") {
+    EngineConfig c;
+    c.max_batch_tokens = 16;  // the first computes 16 prompt positions a step
+    StepGate gate;
+    gate.hold_at = 1;         // held after 16 of its positions, before the next 16
+    auto e = make_engine_with(c, gate.hooks());
+    check_once(run_burst(*e, burst, [&] { gate.wait_held(); }, [&] { gate.release(); }));
+  }
+  SECTION("15 arrive while the first computes its last chunk with room to spare") {
+    EngineConfig c;
+    c.max_batch_tokens = 40;  // 40 + the rest (13-22 rows) of the first: the others could start in step 1
+    StepGate gate;
+    gate.hold_at = 0;
+    auto e = make_engine_with(c, gate.hooks());
+    check_once(run_burst(*e, burst, [&] { gate.wait_held(); }, [&] { gate.release(); }));
+  }
+}
+
+TEST_CASE("without prefix-aware admission, prompts admitted together compute the shared prefix again", "[engine][prefix]") {
+  // The same burst, all queued before the first step: 512 rows admit the first 8 (at most 62
+  // rows each) in step 0, none of them finding anything cached.
+  const SharedPrefixBurst burst;
+  EngineConfig c;
+  c.batch_wait_ms = 600'000;
+  EngineTesting::Hooks hooks;
+  hooks.prefix_aware_admission = false;
+  auto e = make_engine_with(c, hooks);
+  const BurstResult r = run_burst(*e, burst);
+  CHECK(r.ids == burst.alone());
+  CHECK(r.hits < 15);
+  CHECK(r.hits <= 16 - 8);
+  CHECK(r.cached[0] == 0);
+  CHECK(r.cached[7] == 0);
+}
+
+TEST_CASE("priority preemption: a higher-priority request preempts the running one, only when enabled", "[engine]") {
+  std::mt19937 rng(41);
+  const auto low_prompt = random_prompt(rng, 20), high_prompt = random_prompt(rng, 12);
+  const auto ref_low = reference_greedy(low_prompt, 30), ref_high = reference_greedy(high_prompt, 5);
+  for (bool on : {false, true}) {
+    INFO("priority_preemption " << on);
+    EngineConfig c;
+    c.max_sequences = 1;
+    c.priority_preemption = on;
+    StepGate gate;
+    gate.hold_at = 5;  // the low-priority request is decoding
+    auto e = make_engine_with(c, gate.hooks());
+    std::mutex m;
+    std::vector<std::string> order;
+    auto req = [&](const std::vector<int32_t>& p, int64_t n, int priority, const std::string& name) {
+      Request r = greedy(p, n);
+      r.priority = priority;
+      r.on_event = [&m, &order, name](const StreamEvent& ev) {
+        if (!ev.finished) return;
+        std::lock_guard lock(m);
+        order.push_back(name);
+      };
+      return r;
+    };
+    const RequestId low = e->submit(req(low_prompt, 30, 0, "low")).value();
+    gate.wait_held();
+    const RequestId high = e->submit(req(high_prompt, 5, 3, "high")).value();
+    gate.release();
+    auto done_low = e->wait(low).value();
+    auto done_high = e->wait(high).value();
+    CHECK(done_low.ids == ref_low);  // recomputed after its preemption, to the same tokens
+    CHECK(done_high.ids == ref_high);
+    CHECK(order == (on ? std::vector<std::string>{"high", "low"} : std::vector<std::string>{"low", "high"}));
+    CHECK(done_low.metrics.preemptions == (on ? 1 : 0));
+    CHECK(e->stats().preemptions == (on ? 1 : 0));
+    require_balanced(e->stats());
+  }
+}
+
 TEST_CASE("sliding-window models: the same tokens alone, batched and chunked", "[engine][window]") {
   for (int n_layer : {7, 2}) {
     INFO(n_layer << " layers");
@@ -563,6 +715,25 @@ TEST_CASE("a callback that throws ends its own request with an error, not the en
   const auto p = random_prompt(rng, 10);
   CHECK(e->generate(greedy(p, 6)).value().ids == reference_greedy(p, 6));
   require_balanced(e->stats());
+}
+
+TEST_CASE("a request that outgrows the whole KV pool ends with out_of_range instead of stalling", "[engine]") {
+  EngineConfig c;
+  c.block_size = 4;
+  c.kv_cache_tokens = 64;
+  auto e = make_engine(c);
+  const int64_t pool = e->stats().kv_blocks_total * 4;
+  REQUIRE(pool >= 20);
+  REQUIRE(pool < 400);
+  std::mt19937 rng(51);
+  auto done = e->generate(greedy(random_prompt(rng, 10), 400)).value();  // fits at submit, not as it grows
+  CHECK(done.reason == FinishReason::error);
+  CHECK(done.status.code() == StatusCode::out_of_range);
+  // Every position of the pool was computed; the token sampled at the last one needs one more.
+  CHECK(static_cast<int64_t>(done.ids.size()) == pool - 10 + 1);
+  require_balanced(e->stats());
+  // The engine goes on serving.
+  CHECK(e->generate(greedy(random_prompt(rng, 10), 5)).value().status.is_ok());
 }
 
 TEST_CASE("bad requests fail at submit with a clear status", "[engine]") {

@@ -325,6 +325,7 @@ def test_every_knob_is_accepted_and_max_context_bounds_a_sequence(model_path):
         weight_type="q8_0",
         max_context=96,
         prefix_cache=False,
+        priority_preemption=True,
         price_per_hour=1.5,
         metrics_window=10,
         chat_template="chatml",

@@ -156,6 +156,7 @@ class Engine:
         weight_type=None,
         max_context=None,
         prefix_cache=None,
+        priority_preemption=None,
         price_per_hour=None,
         metrics_window=None,
         chat_template=None,
@@ -187,6 +188,8 @@ class Engine:
             p.price_per_hour = float(price_per_hour)
         if prefix_cache is not None:
             p.prefix_cache = 1 if prefix_cache else 0
+        if priority_preemption is not None:
+            p.priority_preemption = 1 if priority_preemption else 0
         if kv_type is not None:
             p.kv_type = _choice(kv_type, _KV_TYPES, "kv_type")
         if weight_type is not None:

@@ -72,6 +72,7 @@ class EngineParams(ctypes.Structure):
         ("chat_template", c_char_p),
         ("on_load_progress", PROGRESS_CALLBACK),
         ("progress_user_data", c_void_p),
+        ("priority_preemption", c_int32),
     ]
 
 

@@ -368,7 +368,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     impl->kv.emplace(std::move(kv).value());
     // A sequence's length is bounded by the full-attention pool; a model whose layers are all
     // windowed keeps only a window per sequence, so only max_context bounds it.
-    impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
+    const int64_t capacity = impl->kv->sequence_capacity();
+    impl->pool_tokens = capacity == INT64_MAX ? impl->max_context : capacity;
     impl->scheduler.emplace(SchedulerConfig{config.max_batch_tokens, config.max_sequences}, *impl->kv);
     {
       std::lock_guard lock(impl->mutex_);

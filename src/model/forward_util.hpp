@@ -6,7 +6,7 @@
 
 #include "format/model_file.hpp"
 #include "infer/status.hpp"
-#include "kv/kv_cache.hpp"
+#include "core/kv_view.hpp"
 #include "model/batch.hpp"
 
 namespace infer {

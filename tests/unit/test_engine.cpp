@@ -292,6 +292,62 @@ TEST_CASE("sliding-window models: the same tokens alone, batched and chunked", "
   }
 }
 
+TEST_CASE("sliding-window models reuse a shared system prompt and a conversation, with the tokens computed without the cache",
+          "[engine][window][prefix]") {
+  for (int n_layer : {7, 2}) {
+    const ModelOnDisk model(gemma_spec(n_layer), "gemma_prefix" + std::to_string(n_layer));
+    for (int bs : {4, 16}) {
+      INFO(n_layer << " layers, blocks of " << bs);
+      EngineConfig off;
+      off.block_size = bs;
+      off.prefix_cache = false;
+      EngineConfig on = off;
+      on.prefix_cache = true;
+      auto e_off = make_engine(off, model.path);
+      auto e_on = make_engine(on, model.path);
+      const auto both = [&](const std::vector<int32_t>& prompt) {
+        auto a = e_off->generate(greedy(prompt, 12));
+        auto b = e_on->generate(greedy(prompt, 12));
+        REQUIRE(a.ok());
+        REQUIRE(b.ok());
+        REQUIRE(a->status.is_ok());
+        REQUIRE(b->status.is_ok());
+        CHECK(a->metrics.cached_tokens == 0);
+        CHECK(b->ids == a->ids);  // bit-identical logits: the same greedy tokens
+        return std::pair{b->ids, b->metrics.cached_tokens};
+      };
+      // A 60-token system prompt (the window of 8 passes it many times) and three user turns.
+      std::mt19937 rng(21);
+      const auto system = random_prompt(rng, 60);
+      for (int i = 0; i < 3; ++i) {
+        auto prompt = system;
+        const auto user = random_prompt(rng, 5 + 3 * static_cast<size_t>(i));
+        prompt.insert(prompt.end(), user.begin(), user.end());
+        const auto [ids, cached] = both(prompt);
+        // The whole blocks of the system prompt, from the second request on.
+        CHECK(cached == (i == 0 ? 0 : 60 / bs * bs));
+      }
+      // A conversation: each turn's prompt is the last prompt, its answer and a new message. All
+      // but the answer's last token were computed (and committed) in the last turn.
+      auto prompt = random_prompt(rng, 30);
+      int64_t expect = 0;
+      for (int turn = 0; turn < 3; ++turn) {
+        const auto [ids, cached] = both(prompt);
+        CHECK(cached == expect);
+        const int64_t computed = static_cast<int64_t>(prompt.size() + ids.size()) - 1;
+        expect = computed / bs * bs;
+        prompt.insert(prompt.end(), ids.begin(), ids.end());
+        const auto more = random_prompt(rng, 7);
+        prompt.insert(prompt.end(), more.begin(), more.end());
+      }
+      REQUIRE(e_on->check_invariants().is_ok());
+      const EngineStats st = e_on->stats();
+      CHECK(st.cached_prompt_tokens > 0);
+      require_balanced(st);
+    }
+  }
+}
+
 TEST_CASE("weights quantized at load: batched output still equals each prompt alone", "[engine]") {
   Workload w;
   for (WeightType t : {WeightType::q8_0, WeightType::q4_0}) {

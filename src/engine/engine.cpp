@@ -47,6 +47,14 @@ const char* finish_reason_name(FinishReason r) noexcept {
   return "?";
 }
 
+const char* kv_type_name(KvType t) noexcept {
+  switch (t) {
+    case KvType::f16: return "f16";
+    case KvType::f32: return "f32";
+  }
+  return "";
+}
+
 std::vector<std::string> chat_template_names() {
   std::vector<std::string> names;
   for (ChatFormat f : chat_formats()) names.emplace_back(chat_format_name(f));
@@ -313,6 +321,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
                               "max_waiting, batch_wait_ms, max_context, kv_cache_tokens and price_per_hour not negative");
     if (config.weight_type != WeightType::keep && config.weight_type != WeightType::q8_0 && config.weight_type != WeightType::q4_0)
       return invalid_argument("EngineConfig: unknown weight_type " + std::to_string(static_cast<int>(config.weight_type)));
+    if (*kv_type_name(config.kv_type) == '\0')
+      return invalid_argument("EngineConfig: unknown kv_type " + std::to_string(static_cast<int>(config.kv_type)));
     auto progress = [&](double f) {
       if (config.on_load_progress) config.on_load_progress(f);
     };
@@ -359,7 +369,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
       impl->chat_status = chat.status().with_context(model_path);
     }
 
-    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, config.kv_f32 ? DType::f32 : DType::f16);
+    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size,
+                                                config.kv_type == KvType::f32 ? DType::f32 : DType::f16);
     kvc.max_sequences = config.max_sequences;
     kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
     if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);

@@ -915,6 +915,29 @@ TEST_CASE("tokenize and detokenize round-trip, with the options submit uses", "[
   CHECK(e->generate(r).value().metrics.prompt_tokens == static_cast<int64_t>(without.size()));
 }
 
+TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of f16 ones", "[engine]") {
+  CHECK(std::string(kv_type_name(KvType::f16)) == "f16");
+  CHECK(std::string(kv_type_name(KvType::f32)) == "f32");
+  CHECK(std::string(kv_type_name(static_cast<KvType>(9))).empty());
+  EngineConfig c;
+  c.kv_cache_bytes = 1 << 20;
+  c.block_size = 16;
+  // 2 layers x 2 KV heads x 8 dims (llama_spec): K and V of a 16-position block are
+  // 2 * 2 * 2 * 16 * 8 elements, 2048 bytes in F16 and 4096 in F32.
+  const int64_t f16_blocks = make_engine(c)->stats().kv_blocks_total;
+  CHECK(f16_blocks == (1 << 20) / 2048);
+  c.kv_type = KvType::f32;
+  auto e = make_engine(c);
+  CHECK(e->stats().kv_blocks_total == (1 << 20) / 4096);
+  std::mt19937 rng(3);
+  auto done = e->generate(greedy(random_prompt(rng, 20), 4));
+  REQUIRE(done.ok());
+  CHECK(done->status.is_ok());
+  CHECK(done->ids.size() == 4);
+  c.kv_type = static_cast<KvType>(9);
+  CHECK(Engine::create(model_path(), c).status().code() == StatusCode::invalid_argument);
+}
+
 TEST_CASE("load progress rises to 1 and kv_cache_tokens sizes the pool in positions", "[engine]") {
   EngineConfig c;
   std::vector<double> seen;

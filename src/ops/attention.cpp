@@ -49,6 +49,8 @@ Status check_layer(const AttentionPlan& plan, const KvView& kv, int layer, const
                             std::to_string(rows.positions.size()));
   const size_t n_layers = kv.layer_group.empty() ? SIZE_MAX : kv.layer_group.size();
   if (layer < 0 || static_cast<size_t>(layer) >= n_layers) return invalid_argument("attention: layer " + std::to_string(layer) + " out of range");
+  if (kv.group(layer) >= kv.n_groups || static_cast<size_t>(kv.group(layer) + 1) * plan.rows.size() > plan.first.size())
+    return invalid_argument("attention: layer " + std::to_string(layer) + "'s cache group is not the plan's");
   return Status::ok();
 }
 

@@ -45,7 +45,7 @@ class AttentionPlan {
   AttentionSpec spec;
   std::vector<int32_t> rows, n_ctx;  // grouped row order
   std::vector<int32_t> first;        // [KV cache group][row in grouped order]: first visible position
-  std::vector<int32_t> group_begin, group_seq;            // group g: rows[begin[g], begin[g+1])
+  std::vector<int32_t> group_begin, group_seq;  // group g: rows[begin[g], begin[g+1])
   int64_t scratch_stride = 0;
   int head_parts = 1;  // query heads of a group split in head_parts tasks
   int64_t n_rows = 0;  // rows planned

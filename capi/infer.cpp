@@ -199,7 +199,7 @@ Status to_engine_config(const infer_engine_params* in, infer::EngineConfig& conf
   config.kv_cache_bytes = full.kv_cache_bytes;
   config.kv_cache_tokens = full.kv_cache_tokens;
   config.block_size = full.block_size;
-  config.kv_f32 = full.kv_type == INFER_KV_F32;
+  config.kv_type = static_cast<infer::KvType>(full.kv_type);
   config.weight_type = static_cast<infer::WeightType>(full.weight_type);
   config.max_context = full.max_context;
   config.prefix_cache = full.prefix_cache != 0;
@@ -342,7 +342,7 @@ void fill_engine_defaults(infer_engine_params& full) {
   params->kv_cache_bytes = d.kv_cache_bytes;
   params->kv_cache_tokens = d.kv_cache_tokens;
   params->block_size = d.block_size;
-  params->kv_type = d.kv_f32 ? INFER_KV_F32 : INFER_KV_F16;
+  params->kv_type = static_cast<int32_t>(d.kv_type);
   params->weight_type = static_cast<int32_t>(d.weight_type);
   params->max_context = d.max_context;
   params->prefix_cache = d.prefix_cache ? 1 : 0;

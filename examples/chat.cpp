@@ -63,7 +63,8 @@ struct Options {
   int64_t n_ctx = 0, n_batch = 512;
   int threads = 0;
   GenerationParams sampling;
-  bool show_prompt = false, echo = false, json = false, kv_f32 = false;
+  bool show_prompt = false, echo = false, json = false;
+  KvType kv_type = KvType::f16;
   WeightType weight_type = WeightType::keep;
 };
 
@@ -93,7 +94,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-c" || a == "--ctx-size") o.n_ctx = integer(1, 1 << 24);
     else if (a == "-b" || a == "--batch-size") o.n_batch = integer(1, 1 << 16);
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
-    else if (a == "--kv-type") o.kv_f32 = cli::parse_kv_f32(kTool, kUsage, next());
+    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
@@ -260,7 +261,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  EngineConfig config = cli::one_sequence_config({}, o.threads, o.n_ctx, o.n_batch, o.kv_f32);
+  EngineConfig config = cli::one_sequence_config({}, o.threads, o.n_ctx, o.n_batch, o.kv_type);
   config.weight_type = o.weight_type;
   config.chat_template = o.chat_template;
   config.on_load_progress = cli::load_progress_bar(kTool);

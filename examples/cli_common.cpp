@@ -88,9 +88,9 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
   return true;
 }
 
-bool parse_kv_f32(const char* tool, const char* usage, const std::string& text) {
-  if (text == "f16") return false;
-  if (text == "f32") return true;
+KvType parse_kv_type(const char* tool, const char* usage, const std::string& text) {
+  for (KvType t : {KvType::f16, KvType::f32})
+    if (text == kv_type_name(t)) return t;
   usage_error(tool, "--kv-type must be f16 or f32", usage);
 }
 

@@ -57,8 +57,8 @@ inline constexpr const char* kEngineUsage =
     "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n";
 bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& config);
 
-// "--kv-type" values: f16 (false) or f32 (true); a usage error otherwise.
-bool parse_kv_f32(const char* tool, const char* usage, const std::string& text);
+// "--kv-type" values: f16 or f32; a usage error otherwise.
+KvType parse_kv_type(const char* tool, const char* usage, const std::string& text);
 // "--weight-type" values: keep, q8_0 or q4_0; a usage error otherwise.
 WeightType parse_weight_type(const char* tool, const char* usage, const std::string& text);
 
@@ -68,13 +68,13 @@ inline int64_t kv_tokens_for_context(int64_t n_ctx) { return n_ctx > 0 ? n_ctx :
 
 // `base` for a tool that runs one sequence at a time (infer-generate -p, infer-chat): a KV pool of
 // one context of n_ctx (-c; 0 = the model's) and prompt steps of n_batch (-b) rows.
-inline EngineConfig one_sequence_config(EngineConfig base, int threads, int64_t n_ctx, int64_t n_batch, bool kv_f32) {
+inline EngineConfig one_sequence_config(EngineConfig base, int threads, int64_t n_ctx, int64_t n_batch, KvType kv_type) {
   base.threads = threads;
   base.max_sequences = 1;
   base.max_context = n_ctx;
   base.kv_cache_tokens = kv_tokens_for_context(n_ctx);
   base.max_batch_tokens = n_batch;
-  base.kv_f32 = kv_f32;
+  base.kv_type = kv_type;
   return base;
 }
 

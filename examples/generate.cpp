@@ -51,7 +51,7 @@ struct Options {
   std::string prompts_file;
   EngineConfig engine;  // --weight-type also applies to a single prompt
   bool stats = false;
-  bool kv_f32 = false;
+  KvType kv_type = KvType::f16;
 };
 
 // One generated token's most likely alternatives as a stderr line ("top: ID:LOGP ...").
@@ -92,7 +92,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--prompts") { o.prompts_file = next(); have_prompt = true; }
     else if (a == "--stats") o.stats = true;
     else if (a == "--no-parse-special") o.parse_special = false;
-    else if (a == "--kv-type") o.kv_f32 = cli::parse_kv_f32(kTool, kUsage, next());
+    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -133,7 +133,7 @@ int run_prompts(const Options& o) {
   if (prompts.empty()) cli::fail(kTool, o.prompts_file + ": no prompts");
   EngineConfig config = o.engine;
   config.threads = o.threads;
-  config.kv_f32 = o.kv_f32;
+  config.kv_type = o.kv_type;
   config.max_context = o.n_ctx;
   config.max_waiting = std::max<int>(config.max_waiting, static_cast<int>(prompts.size()));
   auto engine = Engine::create(o.model, config);
@@ -190,7 +190,7 @@ int run_prompts(const Options& o) {
 
 // -p / -f: one request on a one-sequence engine whose KV pool holds the context, streamed.
 int run_one(const Options& o) {
-  EngineConfig config = cli::one_sequence_config(o.engine, o.threads, o.n_ctx, o.n_batch, o.kv_f32);
+  EngineConfig config = cli::one_sequence_config(o.engine, o.threads, o.n_ctx, o.n_batch, o.kv_type);
   const auto load_start = std::chrono::steady_clock::now();
   auto created = Engine::create(o.model, config);
   if (!created.ok()) cli::fail(kTool, created.status().message());

@@ -38,7 +38,7 @@ struct Options {
   std::string model, text_file, kld_base;
   int64_t n_ctx = 512, n_batch = 2048, max_chunks = -1;
   int threads = 0;
-  bool kv_f32 = false;
+  KvType kv_type = KvType::f16;
   WeightType weight_type = WeightType::keep;
 };
 
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 1024));
     else if (a == "--chunks") o.max_chunks = cli::parse_int(kTool, kUsage, a, next(), 1, 1 << 30);
     else if (a == "--kl-divergence-base") o.kld_base = next();
-    else if (a == "--kv-type") o.kv_f32 = cli::parse_kv_f32(kTool, kUsage, next());
+    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   config.max_context = n_ctx + 1;
   config.kv_cache_tokens = pool_tokens;
   config.max_batch_tokens = o.n_batch;
-  config.kv_f32 = o.kv_f32;
+  config.kv_type = o.kv_type;
   config.weight_type = o.weight_type;
   config.prefix_cache = false;
   auto created = Engine::create(o.model, config);

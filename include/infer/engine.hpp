@@ -32,6 +32,11 @@
 
 namespace infer {
 
+// The element type of the KV cache (values as infer_kv_type in infer.h).
+enum class KvType : int { f16 = 0, f32 = 1 };
+// "f16", "f32"; "" for a value that is not a KvType.
+INFER_API const char* kv_type_name(KvType t) noexcept;
+
 // The knobs (docs/tuning.md explains how to choose each).
 struct EngineConfig {
   int threads = 0;                     // compute threads; 0 = all cores
@@ -41,7 +46,7 @@ struct EngineConfig {
   double batch_wait_ms = 0.0;          // an idle engine waits this long for more requests to batch
   uint64_t kv_cache_bytes = 256ull << 20;  // KV block pool, allocated once
   int block_size = 16;                 // tokens per KV block
-  bool kv_f32 = false;                 // F32 instead of F16 K/V
+  KvType kv_type = KvType::f16;        // K/V element type (f32: twice the memory, for accuracy checks)
   WeightType weight_type = WeightType::keep;  // quantize F32/F16/BF16 weight matrices at load
   int64_t max_context = 0;             // longest sequence (prompt + output); 0 = the model's, at most 4096
   int64_t kv_cache_tokens = 0;         // > 0: size the pool to hold this many positions (all sequences
@@ -198,7 +203,7 @@ struct EngineStats {
   double prompt_tokens_per_s = 0, generated_tokens_per_s = 0;  // over the uptime
   double prefix_hit_rate = 0;                                  // cached / looked-up prompt tokens
   int64_t preemptions = 0, steps = 0;
-  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_free = 0;  // every cache group's
   // Where the time went (ms, summed): tokenize runs on the submitting threads, the rest on the worker.
   double tokenize_ms = 0, schedule_ms = 0, forward_ms = 0, sample_ms = 0, detokenize_ms = 0;
   LatencySummary ttft_ms, tpot_ms, e2e_ms, queue_ms;  // over the last metrics_window requests

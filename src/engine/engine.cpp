@@ -49,6 +49,14 @@ const char* finish_reason_name(FinishReason r) noexcept {
   return "?";
 }
 
+const char* kv_type_name(KvType t) noexcept {
+  switch (t) {
+    case KvType::f16: return "f16";
+    case KvType::f32: return "f32";
+  }
+  return "";
+}
+
 std::vector<std::string> chat_template_names() {
   std::vector<std::string> names;
   for (ChatFormat f : chat_formats()) names.emplace_back(chat_format_name(f));
@@ -318,6 +326,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
                               "max_waiting, batch_wait_ms, max_context, kv_cache_tokens and price_per_hour not negative");
     auto weight_type = weight_dtype(config.weight_type);
     if (!weight_type.ok()) return invalid_argument("EngineConfig: " + weight_type.status().message());
+    if (*kv_type_name(config.kv_type) == '\0')
+      return invalid_argument("EngineConfig: unknown kv_type " + std::to_string(static_cast<int>(config.kv_type)));
     auto progress = [&](double f) {
       if (config.on_load_progress) config.on_load_progress(f);
     };
@@ -363,7 +373,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
       impl->chat_status = chat.status().with_context(model_path);
     }
 
-    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, config.kv_f32 ? DType::f32 : DType::f16);
+    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size,
+                                                config.kv_type == KvType::f32 ? DType::f32 : DType::f16);
     kvc.max_sequences = config.max_sequences;
     kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
     if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);
@@ -372,7 +383,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     impl->kv.emplace(std::move(kv).value());
     // A sequence's length is bounded by the full-attention pool; a model whose layers are all
     // windowed keeps only a window per sequence, so only max_context bounds it.
-    impl->pool_tokens = impl->kv->stats().total_blocks > 0 ? impl->kv->stats().total_blocks * config.block_size : impl->max_context;
+    const int64_t capacity = impl->kv->sequence_capacity();
+    impl->pool_tokens = capacity == INT64_MAX ? impl->max_context : capacity;
     impl->budget.emplace(*impl->kv);
     SchedulerConfig sc;
     sc.max_batch_tokens = config.max_batch_tokens;

@@ -1,213 +1,189 @@
 #include "kv/kv_cache.hpp"
 
 #include <algorithm>
-#include <cassert>
+#include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/checked_math.hpp"
 
 namespace infer {
 
-int KvCacheConfig::n_window_layers() const noexcept {
-  if (sliding_window <= 0) return 0;
-  int n = 0;
-  for (uint8_t w : window_layers) n += w != 0;
-  return n;
+std::vector<KvCacheSpec> kv_cache_groups(int n_layer, const std::vector<uint8_t>& window_layers, int sliding_window) {
+  KvCacheSpec full, window;
+  window.sliding_window = sliding_window;
+  for (int l = 0; l < n_layer; ++l) {
+    const bool w = sliding_window > 0 && static_cast<size_t>(l) < window_layers.size() && window_layers[static_cast<size_t>(l)] != 0;
+    (w ? window : full).layers.push_back(l);
+  }
+  std::vector<KvCacheSpec> groups;
+  if (!full.layers.empty()) groups.push_back(std::move(full));
+  if (!window.layers.empty()) groups.push_back(std::move(window));
+  return groups;
 }
 
-int64_t KvCacheConfig::window_blocks_per_sequence() const noexcept {
+int64_t KvCacheConfig::window_blocks_per_sequence(int window) const noexcept {
   // Positions [p - window + 1, p + step - 1] for a step starting at p, over any block alignment.
-  const int64_t span = static_cast<int64_t>(sliding_window) - 1 + std::max(1, max_step_tokens);
+  const int64_t span = static_cast<int64_t>(window) - 1 + std::max(1, max_step_tokens);
   return (span + block_size - 1) / block_size + 1;
+}
+
+std::vector<KvCacheSpec> KvCacheConfig::resolved_groups() const {
+  if (!groups.empty()) return groups;
+  return kv_cache_groups(n_layer, {}, 0);
 }
 
 namespace {
 
-// Bytes of one block (K and V of n_layers layers); nullopt on overflow.
-std::optional<uint64_t> block_bytes(const KvCacheConfig& c, int n_layers) {
+// Bytes of one block of a group of n_layers layers (K and V); nullopt on overflow.
+std::optional<uint64_t> block_bytes(const KvCacheConfig& c, size_t n_layers) {
   const uint64_t elem = dtype_traits(c.kv_type)->block_bytes;
   return checked_mul(2ull * static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(c.n_kv_heads),
                      static_cast<uint64_t>(c.block_size) * static_cast<uint64_t>(c.head_dim) * elem);
 }
 
-struct Plan {
-  int64_t full = 0, window = 0;  // blocks per pool
-};
+// The most blocks a windowed group can need at once: max_sequences windows (never more than
+// INT32_MAX block ids).
+int64_t window_cap(const KvCacheConfig& c, const KvCacheSpec& g) {
+  return std::min<int64_t>(INT32_MAX, static_cast<int64_t>(c.max_sequences) * c.window_blocks_per_sequence(g.sliding_window));
+}
 
-// Splits the budget: the windowed pool gets what max_sequences windows need (never more blocks
-// than the full pool, since a sequence never holds more windowed than full blocks), the full
-// pool the rest. A model without full layers puts the whole budget in the windowed pool.
-Plan plan_pools(uint64_t budget, uint64_t full_bytes, uint64_t window_bytes, int64_t window_cap) {
-  Plan p;
-  if (window_bytes == 0) {
-    p.full = static_cast<int64_t>(budget / full_bytes);
-  } else if (full_bytes == 0) {
-    p.window = static_cast<int64_t>(budget / window_bytes);
-  } else {
-    const uint64_t both = full_bytes + window_bytes;
-    const uint64_t cap_bytes = static_cast<uint64_t>(window_cap) * window_bytes;
-    if (cap_bytes < budget && (budget - cap_bytes) / full_bytes >= static_cast<uint64_t>(window_cap)) {
-      p.window = window_cap;
-      p.full = static_cast<int64_t>((budget - cap_bytes) / full_bytes);
-    } else {
-      p.full = p.window = static_cast<int64_t>(budget / both);
+// Blocks per group. Windowed groups get what max_sequences windows need (never more blocks than a
+// full-attention pool, since a sequence never holds more windowed than full blocks), the
+// full-attention groups the rest, one count for all of them. A model without full-attention
+// layers splits the whole budget evenly between its windowed groups.
+std::vector<int64_t> plan_pools(const KvCacheConfig& c, const std::vector<KvCacheSpec>& groups,
+                                const std::vector<uint64_t>& bytes) {
+  uint64_t full = 0, window = 0, capped = 0;
+  int64_t max_cap = 0;
+  bool capped_overflows = false;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!groups[g].windowed()) {
+      full += bytes[g];
+      continue;
     }
+    window += bytes[g];
+    const int64_t cap = window_cap(c, groups[g]);
+    max_cap = std::max(max_cap, cap);
+    const auto b = checked_mul(static_cast<uint64_t>(cap), bytes[g]);
+    const auto sum = b ? checked_add(capped, *b) : std::nullopt;
+    capped_overflows |= !sum;
+    capped = sum.value_or(0);
   }
-  return p;
+  const uint64_t budget = c.budget_bytes;
+  int64_t n_full = 0, n_window = -1;  // -1: windowed groups get their caps
+  if (full == 0) {
+    n_window = static_cast<int64_t>(budget / window);
+  } else if (window == 0) {
+    n_full = static_cast<int64_t>(budget / full);
+  } else if (!capped_overflows && capped < budget && (budget - capped) / full >= static_cast<uint64_t>(max_cap)) {
+    n_full = static_cast<int64_t>((budget - capped) / full);
+  } else {
+    n_full = n_window = static_cast<int64_t>(budget / (full + window));
+  }
+  std::vector<int64_t> n(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    n[g] = !groups[g].windowed() ? n_full : n_window >= 0 ? n_window : window_cap(c, groups[g]);
+  return n;
 }
 
 }  // namespace
 
-Result<KvCache> KvCache::create(const KvCacheConfig& c) {
+Result<KvCache> KvCache::create(const KvCacheConfig& config) {
+  const KvCacheConfig& c = config;
   if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.block_size <= 0)
     return invalid_argument("KV cache: layers, heads, head size and block size must be positive");
   if (c.kv_type != DType::f16 && c.kv_type != DType::f32)
     return invalid_argument("KV cache: type must be f16 or f32, not " + std::string(dtype_name(c.kv_type)));
-  if (!c.window_layers.empty() && c.window_layers.size() != static_cast<size_t>(c.n_layer))
-    return invalid_argument("KV cache: window_layers must name every layer");
-  if (c.sliding_window < 0 || c.max_sequences <= 0 || c.max_step_tokens <= 0)
-    return invalid_argument("KV cache: sliding window, sequence and step limits must be positive");
-  const int n_window = c.n_window_layers();
-  const int n_full = c.n_layer - n_window;
-  auto full_bytes = block_bytes(c, n_full);
-  auto window_bytes = block_bytes(c, n_window);
-  if (!full_bytes || !window_bytes) return out_of_range("KV cache: block size overflows");
-  const int64_t window_cap =
-      n_window > 0 ? std::min<int64_t>(INT32_MAX, static_cast<int64_t>(c.max_sequences) * c.window_blocks_per_sequence()) : 0;
-  const Plan plan = plan_pools(c.budget_bytes, *full_bytes, *window_bytes, window_cap);
-  if ((n_full > 0 && plan.full == 0) || (n_window > 0 && plan.window == 0))
-    return out_of_range("KV cache: a budget of " + std::to_string(c.budget_bytes) + " bytes holds no block of " +
-                        std::to_string(*full_bytes + *window_bytes) + " bytes");
-  if (plan.full > INT32_MAX || plan.window > INT32_MAX) return out_of_range("KV cache: too many blocks");
+  if (c.max_sequences <= 0 || c.max_step_tokens <= 0)
+    return invalid_argument("KV cache: sequence and step limits must be positive");
+  KvCacheConfig resolved = c;
+  resolved.groups = c.resolved_groups();
+  const std::vector<KvCacheSpec>& groups = resolved.groups;
+  if (groups.size() > static_cast<size_t>(kMaxKvGroups))
+    return invalid_argument("KV cache: " + std::to_string(groups.size()) + " cache groups, at most " + std::to_string(kMaxKvGroups));
+  std::vector<int> group_of(static_cast<size_t>(c.n_layer), -1);
+  std::vector<uint64_t> bytes;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].sliding_window < 0) return invalid_argument("KV cache: a negative sliding window");
+    if (groups[g].layers.empty()) return invalid_argument("KV cache: cache group " + std::to_string(g) + " has no layer");
+    for (int32_t l : groups[g].layers) {
+      if (l < 0 || l >= c.n_layer) return invalid_argument("KV cache: layer " + std::to_string(l) + " out of range");
+      if (group_of[static_cast<size_t>(l)] >= 0) return invalid_argument("KV cache: layer " + std::to_string(l) + " in two groups");
+      group_of[static_cast<size_t>(l)] = static_cast<int>(g);
+    }
+    auto b = block_bytes(c, groups[g].layers.size());
+    if (!b) return out_of_range("KV cache: block size overflows");
+    bytes.push_back(*b);
+  }
+  for (int l = 0; l < c.n_layer; ++l)
+    if (group_of[static_cast<size_t>(l)] < 0) return invalid_argument("KV cache: layer " + std::to_string(l) + " in no group");
+
+  const std::vector<int64_t> n = plan_pools(c, groups, bytes);
+  uint64_t total = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (n[g] == 0) {
+      uint64_t all = 0;
+      for (uint64_t b : bytes) all += b;
+      return out_of_range("KV cache: a budget of " + std::to_string(c.budget_bytes) + " bytes holds no block of " +
+                          std::to_string(all) + " bytes");
+    }
+    if (n[g] > INT32_MAX) return out_of_range("KV cache: too many blocks");
+    total += static_cast<uint64_t>(n[g]) * bytes[g];  // <= budget_bytes
+  }
 
   KvCache kv;
-  kv.config_ = c;
-  kv.n_full_layers_ = n_full;
-  kv.n_window_layers_ = n_window;
-  kv.n_blocks_ = n_full > 0 ? plan.full : plan.window;
-  kv.n_window_blocks_ = n_full > 0 ? plan.window : 0;
-  kv.bytes_per_block_ = n_full > 0 ? *full_bytes : *window_bytes;
-  kv.bytes_per_window_block_ = n_full > 0 ? *window_bytes : 0;
-  const uint64_t full_total = static_cast<uint64_t>(plan.full) * *full_bytes;
-  const uint64_t window_total = static_cast<uint64_t>(plan.window) * *window_bytes;
-  auto storage = AlignedBuffer::zeros(static_cast<size_t>(full_total + window_total));
+  auto storage = AlignedBuffer::zeros(static_cast<size_t>(total));
   if (!storage.ok()) return storage.status().with_context("KV cache");
   kv.storage_ = std::move(storage).value();
-  auto fill = [](std::vector<int32_t>& free, int64_t n) {
-    free.reserve(static_cast<size_t>(n));
-    for (int64_t b = n - 1; b >= 0; --b) free.push_back(static_cast<int32_t>(b));
-  };
-  fill(kv.free_, n_full > 0 ? plan.full : plan.window);
-  fill(kv.window_free_, n_full > 0 ? plan.window : 0);
-
+  kv.block_bytes_ = bytes;
   KvView& v = kv.view_;
   v.n_kv_heads = c.n_kv_heads;
   v.head_dim = c.head_dim;
   v.block_size = c.block_size;
   v.kv_type = c.kv_type;
   v.elem_bytes = dtype_traits(c.kv_type)->block_bytes;
+  v.n_groups = static_cast<int>(groups.size());
+  v.layer_group.resize(static_cast<size_t>(c.n_layer));
+  v.layer_slot.resize(static_cast<size_t>(c.n_layer));
   uint8_t* base = kv.storage_.data();
-  v.n_blocks = plan.full;
-  v.k_base = base;
-  v.v_base = base + full_total / 2;
-  v.n_window_blocks = plan.window;
-  v.window_k_base = base + full_total;
-  v.window_v_base = base + full_total + window_total / 2;
-  if (n_window > 0) {
-    v.sliding_window = c.sliding_window;
-    v.windowed.resize(static_cast<size_t>(c.n_layer));
-    v.slot.resize(static_cast<size_t>(c.n_layer));
-    int next_full = 0, next_window = 0;
-    for (int l = 0; l < c.n_layer; ++l) {
-      const bool w = c.window_layers[static_cast<size_t>(l)] != 0;
-      v.windowed[static_cast<size_t>(l)] = w ? 1 : 0;
-      v.slot[static_cast<size_t>(l)] = w ? next_window++ : next_full++;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const uint64_t pool = static_cast<uint64_t>(n[g]) * bytes[g];
+    KvGroupView& gv = v.groups[g];
+    gv.sliding_window = groups[g].sliding_window;
+    gv.n_layers = static_cast<int>(groups[g].layers.size());
+    gv.n_blocks = n[g];
+    gv.k_base = base;
+    gv.v_base = base + pool / 2;
+    base += pool;
+    for (size_t s = 0; s < groups[g].layers.size(); ++s) {
+      v.layer_group[static_cast<size_t>(groups[g].layers[s])] = static_cast<uint8_t>(g);
+      v.layer_slot[static_cast<size_t>(groups[g].layers[s])] = static_cast<int32_t>(s);
     }
   }
+  kv.config_ = std::move(resolved);
   return kv;
 }
 
 uint64_t KvCache::budget_for_tokens(const KvCacheConfig& c, int64_t n_tokens) {
   const int64_t blocks = (n_tokens + c.block_size - 1) / c.block_size;
-  const int n_window = c.n_window_layers();
-  const uint64_t full = block_bytes(c, c.n_layer - n_window).value_or(0);
-  const uint64_t window = block_bytes(c, n_window).value_or(0);
-  const int64_t window_blocks =
-      n_window > 0 ? std::min<int64_t>(blocks, static_cast<int64_t>(c.max_sequences) * c.window_blocks_per_sequence()) : 0;
-  return static_cast<uint64_t>(blocks) * full + static_cast<uint64_t>(window_blocks) * window;
+  uint64_t total = 0;
+  for (const KvCacheSpec& g : c.resolved_groups()) {
+    const uint64_t bytes = block_bytes(c, g.layers.size()).value_or(0);
+    const int64_t n = g.windowed() ? std::min<int64_t>(blocks, window_cap(c, g)) : blocks;
+    total += static_cast<uint64_t>(n) * bytes;
+  }
+  return total;
 }
 
-int64_t KvCache::blocks_needed(const SequenceKv& seq, int64_t n_new) const noexcept {
-  const int64_t bs = config_.block_size;
-  const auto& table = has_full() ? seq.blocks : seq.window_blocks;
-  const int64_t have = static_cast<int64_t>(table.size());
-  const int64_t need = (seq.n_tokens + n_new + bs - 1) / bs;
-  return need > have ? need - have : 0;
-}
-
-void KvCache::drop_window_blocks(SequenceKv& seq, int64_t first_position) {
-  const int64_t first_block = first_position / config_.block_size;
-  for (int64_t i = 0; i < first_block && i < static_cast<int64_t>(seq.window_blocks.size()); ++i) {
-    int32_t& b = seq.window_blocks[static_cast<size_t>(i)];
-    if (b < 0) continue;
-    (has_full() ? window_free_ : free_).push_back(b);
-    b = -1;
+void KvCache::copy_block(int g, int32_t from, int32_t to) noexcept {
+  const KvGroupView& gv = view_.groups[static_cast<size_t>(g)];
+  const uint64_t per_slot = bytes_per_block(g) / 2 / static_cast<uint64_t>(gv.n_layers);  // one layer's K (or V) of a block
+  for (int s = 0; s < gv.n_layers; ++s) {
+    const uint64_t row = static_cast<uint64_t>(s) * static_cast<uint64_t>(gv.n_blocks);
+    for (uint8_t* base : {gv.k_base, gv.v_base})
+      std::memmove(base + (row + static_cast<uint64_t>(to)) * per_slot, base + (row + static_cast<uint64_t>(from)) * per_slot, per_slot);
   }
-}
-
-bool KvCache::append(SequenceKv& seq, int64_t n_new) {
-  if (has_window()) drop_window_blocks(seq, static_cast<int64_t>(seq.n_tokens) - config_.sliding_window + 1);
-  const int64_t bs = config_.block_size;
-  const int64_t need = (seq.n_tokens + n_new + bs - 1) / bs;
-  const int64_t extra_full = has_full() ? std::max<int64_t>(0, need - static_cast<int64_t>(seq.blocks.size())) : 0;
-  const int64_t extra_window =
-      has_window() ? std::max<int64_t>(0, need - static_cast<int64_t>(seq.window_blocks.size())) : 0;
-  std::vector<int32_t>& window_pool = has_full() ? window_free_ : free_;
-  if (extra_full > static_cast<int64_t>(free_.size())) return false;
-  if (extra_window > static_cast<int64_t>(window_pool.size())) return false;
-  for (int64_t i = 0; i < extra_full; ++i) {
-    seq.blocks.push_back(free_.back());
-    free_.pop_back();
-  }
-  for (int64_t i = 0; i < extra_window; ++i) {
-    seq.window_blocks.push_back(window_pool.back());
-    window_pool.pop_back();
-  }
-  seq.n_tokens += static_cast<int32_t>(n_new);
-  return true;
-}
-
-bool KvCache::truncate(SequenceKv& seq, int64_t n_tokens) {
-  assert(n_tokens >= 0 && n_tokens <= seq.n_tokens && "truncate only shrinks");
-  const int64_t bs = config_.block_size;
-  const size_t keep = static_cast<size_t>((n_tokens + bs - 1) / bs);
-  if (has_window()) {
-    // A query at n_tokens sees positions from n_tokens - window + 1 on: their blocks must remain.
-    const int64_t first = std::max<int64_t>(0, n_tokens - config_.sliding_window + 1);
-    for (size_t i = static_cast<size_t>(first / bs); i < keep && i < seq.window_blocks.size(); ++i)
-      if (seq.window_blocks[i] < 0) return false;
-    std::vector<int32_t>& window_pool = has_full() ? window_free_ : free_;
-    while (seq.window_blocks.size() > keep) {
-      if (seq.window_blocks.back() >= 0) window_pool.push_back(seq.window_blocks.back());
-      seq.window_blocks.pop_back();
-    }
-  }
-  while (seq.blocks.size() > keep) {
-    free_.push_back(seq.blocks.back());
-    seq.blocks.pop_back();
-  }
-  seq.n_tokens = static_cast<int32_t>(n_tokens);
-  return true;
-}
-
-void KvCache::release(SequenceKv& seq) {
-  for (auto it = seq.blocks.rbegin(); it != seq.blocks.rend(); ++it) free_.push_back(*it);
-  std::vector<int32_t>& window_pool = has_full() ? window_free_ : free_;
-  for (auto it = seq.window_blocks.rbegin(); it != seq.window_blocks.rend(); ++it)
-    if (*it >= 0) window_pool.push_back(*it);
-  seq.blocks.clear();
-  seq.window_blocks.clear();
-  seq.n_tokens = 0;
 }
 
 }  // namespace infer

@@ -1,7 +1,8 @@
 // One forward step's input: a flat list of rows (tokens) from any number of sequences.
 //
 //   row r:  token[r], position[r], seq[r] (index into `sequences`), wants_logits[r]
-//   sequence s: its KV block table; after the step it holds every position its rows name
+//   sequence s: its KV block tables (one per cache group); after the step they hold every
+//               position its rows name
 //
 // Rows of one sequence appear in increasing position order; a row at position p attends to
 // positions [0, p] of its own sequence only, so its result never depends on the other rows.
@@ -11,13 +12,13 @@
 #include <span>
 #include <vector>
 
-#include "kv/kv_cache.hpp"
+#include "core/kv_view.hpp"
 #include "ops/attention.hpp"
 
 namespace infer {
 
 // A sequence's KV block tables for the step: BatchSequence(seq_kv) borrows them.
-using BatchSequence = ops::SequenceTables;
+using BatchSequence = SequenceTables;
 
 struct Batch {
   std::vector<int32_t> tokens;

@@ -129,10 +129,12 @@ Status Decoder::bind(const LoadOptions& options) {
 Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend& be) {
   const DecoderSpec& s = spec_;
   INFER_RETURN_IF_ERROR(check_batch(b, kv, s.n_layer, s.n_vocab));
-  if (s.sliding_window > 0 && (kv.windowed != s.window_layers || kv.sliding_window != s.sliding_window))
-    return invalid_argument("batch: KV cache sliding window does not match the model (use Model::kv_config)");
-  if (s.sliding_window == 0 && !kv.windowed.empty())
-    return invalid_argument("batch: KV cache has windowed layers the model does not have");
+  for (int l = 0; l < s.n_layer; ++l) {
+    const int want = layers_[static_cast<size_t>(l)].windowed ? s.sliding_window : 0;
+    if (kv.window(l) != want)
+      return invalid_argument("batch: KV cache layer " + std::to_string(l) + " has sliding window " + std::to_string(kv.window(l)) +
+                              ", the model " + std::to_string(want) + " (use Model::kv_config)");
+  }
   if (prepared_for_ && prepared_for_ != &be && be.device() != Device::cpu)
     return invalid_argument("forward: the weights were prepared for another backend");
   const int64_t n = b.rows();

@@ -8,8 +8,11 @@ Status check_batch(const Batch& b, const KvView& kv, int n_layer, int64_t n_voca
   const size_t n = b.tokens.size();
   if (b.positions.size() != n || b.seq.size() != n || b.wants_logits.size() != n)
     return invalid_argument("batch: per-row arrays differ in length");
-  if (!kv.windowed.empty() && (kv.windowed.size() != static_cast<size_t>(n_layer) || kv.slot.size() != kv.windowed.size()))
+  if (!kv.layer_group.empty() && (kv.layer_group.size() != static_cast<size_t>(n_layer) || kv.layer_slot.size() != kv.layer_group.size()))
     return invalid_argument("batch: KV cache layers do not match the model");
+  if (kv.n_groups <= 0 || kv.n_groups > kMaxKvGroups) return invalid_argument("batch: KV cache has no cache group");
+  for (uint8_t g : kv.layer_group)
+    if (g >= kv.n_groups) return invalid_argument("batch: KV cache layer in no cache group");
   for (size_t r = 0; r < n; ++r)
     if (b.tokens[r] < 0 || b.tokens[r] >= n_vocab)
       return invalid_argument("batch: token id " + std::to_string(b.tokens[r]) + " outside the vocabulary (" +

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/kv_view.hpp"
 #include "format/model_file.hpp"
 #include "infer/status.hpp"
-#include "kv/kv_cache.hpp"
 #include "model/batch.hpp"
 
 namespace infer {

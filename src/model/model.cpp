@@ -15,8 +15,7 @@ KvCacheConfig Model::kv_config(uint64_t budget_bytes, int block_size, DType kv_t
   c.block_size = block_size;
   c.kv_type = kv_type;
   c.budget_bytes = budget_bytes;
-  c.sliding_window = info().sliding_window;
-  c.window_layers = info().window_layers;
+  c.groups = kv_cache_groups(info().n_layer, info().window_layers, info().sliding_window);
   return c;
 }
 

@@ -26,18 +26,18 @@ Status check_rows(const PagedRows& rows, const KvView& kv, const AttentionSpec& 
   if (spec.n_kv_heads <= 0 || spec.n_head % spec.n_kv_heads != 0)
     return invalid_argument("attention: " + std::to_string(spec.n_kv_heads) + " KV heads do not divide " +
                             std::to_string(spec.n_head) + " heads");
-  bool any_full = kv.windowed.empty(), any_window = false;
-  for (uint8_t w : kv.windowed) (w ? any_window : any_full) = true;
+  if (kv.n_groups <= 0 || kv.n_groups > kMaxKvGroups) return invalid_argument("batch: KV cache has no cache group");
   for (size_t r = 0; r < rows.positions.size(); ++r) {
     if (rows.seq[r] < 0 || static_cast<size_t>(rows.seq[r]) >= rows.sequences.size())
       return invalid_argument("batch: row " + std::to_string(r) + " names no sequence");
     const int32_t pos = rows.positions[r];
     if (pos < 0) return invalid_argument("batch: negative position " + std::to_string(pos));
     const SequenceTables& s = rows.sequences[static_cast<size_t>(rows.seq[r])];
-    if (any_full) INFER_RETURN_IF_ERROR(check_table(s.blocks, kv, kv.n_blocks, 0, pos, ""));
-    if (any_window) {
-      const int32_t first = pos >= kv.sliding_window ? pos - kv.sliding_window + 1 : 0;
-      INFER_RETURN_IF_ERROR(check_table(s.window_blocks, kv, kv.n_window_blocks, first, pos, " (sliding-window layers)"));
+    for (int g = 0; g < kv.n_groups; ++g) {
+      const KvGroupView& gv = kv.groups[static_cast<size_t>(g)];
+      const int32_t first = gv.sliding_window > 0 && pos >= gv.sliding_window ? pos - gv.sliding_window + 1 : 0;
+      INFER_RETURN_IF_ERROR(check_table(s.tables[static_cast<size_t>(g)], kv, gv.n_blocks, first, pos,
+                                        gv.sliding_window > 0 ? " (sliding-window layers)" : ""));
     }
   }
   return Status::ok();
@@ -47,8 +47,10 @@ Status check_layer(const AttentionPlan& plan, const KvView& kv, int layer, const
   if (plan.n_rows != static_cast<int64_t>(rows.positions.size()))
     return invalid_argument("attention: the plan was made for " + std::to_string(plan.n_rows) + " rows, not " +
                             std::to_string(rows.positions.size()));
-  const size_t n_layers = kv.windowed.empty() ? SIZE_MAX : kv.windowed.size();
+  const size_t n_layers = kv.layer_group.empty() ? SIZE_MAX : kv.layer_group.size();
   if (layer < 0 || static_cast<size_t>(layer) >= n_layers) return invalid_argument("attention: layer " + std::to_string(layer) + " out of range");
+  if (kv.group(layer) >= kv.n_groups || static_cast<size_t>(kv.group(layer) + 1) * plan.rows.size() > plan.first.size())
+    return invalid_argument("attention: layer " + std::to_string(layer) + "'s cache group is not the plan's");
   return Status::ok();
 }
 
@@ -60,7 +62,6 @@ Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, co
   spec = s;
   rows.clear();
   n_ctx.clear();
-  first_window.clear();
   group_begin.clear();
   group_seq.clear();
   const int32_t n = static_cast<int32_t>(r.positions.size());
@@ -76,12 +77,19 @@ Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, co
       const int32_t pos = r.positions[static_cast<size_t>(i)];
       rows.push_back(i);
       n_ctx.push_back(pos + 1);
-      first_window.push_back(pos >= kv.sliding_window && kv.sliding_window > 0 ? pos - kv.sliding_window + 1 : 0);
       in_group = (in_group + 1) % kRowsPerGroup;
     }
   }
   group_begin.push_back(static_cast<int32_t>(rows.size()));
-  zeros.assign(rows.size(), 0);
+  // The first position each row sees, per cache group (0 in a full-attention group).
+  first.resize(static_cast<size_t>(kv.n_groups) * rows.size());
+  for (int g = 0; g < kv.n_groups; ++g) {
+    const int w = kv.groups[static_cast<size_t>(g)].sliding_window;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const int32_t pos = n_ctx[j] - 1;
+      first[static_cast<size_t>(g) * rows.size() + j] = w > 0 && pos >= w ? pos - w + 1 : 0;
+    }
+  }
   if (be.device() != Device::cpu) return no_kernel(be, "attention");
   INFER_RETURN_IF_ERROR(cpu::plan_attention(cpu_pool(be), *this));
   n_rows = n;

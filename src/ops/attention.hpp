@@ -1,9 +1,9 @@
 // Paged causal self-attention over a step's rows, and the write of their K/V into the cache.
 //
 // A step's rows come from any number of sequences; each sequence reads its K/V through its block
-// tables (one for full-attention layers, one for sliding-window layers). Row r of sequence s at
-// position p attends to positions [first, p] of s in the layer (first = 0, or p - window + 1 in a
-// windowed layer), so its result never depends on the other rows (batch invariance).
+// tables (SequenceTables: one per KV cache group). Row r of sequence s at position p attends to
+// positions [first, p] of s in the layer (first = 0, or p - window + 1 in a layer of a
+// sliding-window group), so its result never depends on the other rows (batch invariance).
 //
 // Per step: plan() checks the rows against the cache (every table covers the positions its rows
 // name, block ids inside their pool) and groups them by sequence; per layer: kv_write() then
@@ -15,23 +15,9 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "kv/kv_cache.hpp"
+#include "core/kv_view.hpp"
 
 namespace infer::ops {
-
-// A sequence's block tables for one step (borrowed).
-struct SequenceTables {
-  std::span<const int32_t> blocks;         // full-attention layers
-  std::span<const int32_t> window_blocks;  // sliding-window layers (empty when the model has none)
-
-  SequenceTables() = default;
-  SequenceTables(std::span<const int32_t> full, std::span<const int32_t> window) : blocks(full), window_blocks(window) {}
-  // From anything holding `blocks` and `window_blocks` (the KV manager's sequence record).
-  template <class Kv>
-  explicit SequenceTables(const Kv& kv) : blocks(kv.blocks), window_blocks(kv.window_blocks) {}
-  // The table layer l reads.
-  std::span<const int32_t> table(const KvView& kv, int l) const noexcept { return kv.is_windowed(l) ? window_blocks : blocks; }
-};
 
 // The rows of a step as attention sees them: position and sequence of each row.
 struct PagedRows {
@@ -57,8 +43,9 @@ class AttentionPlan {
 
   // Internal to the implementations.
   AttentionSpec spec;
-  std::vector<int32_t> rows, n_ctx, first_window, zeros;  // grouped row order
-  std::vector<int32_t> group_begin, group_seq;            // group g: rows[begin[g], begin[g+1])
+  std::vector<int32_t> rows, n_ctx;  // grouped row order
+  std::vector<int32_t> first;        // [KV cache group][row in grouped order]: first visible position
+  std::vector<int32_t> group_begin, group_seq;  // group g: rows[begin[g], begin[g+1])
   int64_t scratch_stride = 0;
   int head_parts = 1;  // query heads of a group split in head_parts tasks
   int64_t n_rows = 0;  // rows planned

@@ -43,7 +43,7 @@ void kv_write(const KvView& kv, int layer, const PagedRows& rows, const TensorVi
 void attention(ThreadPool& pool, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
                const TensorView& q, const TensorView& out) {
   const AttentionShape shape{plan.spec.n_head, plan.spec.n_kv_heads, plan.spec.head_dim, plan.spec.scale};
-  const bool windowed = kv.is_windowed(layer);
+  const int32_t* first = plan.first.data() + static_cast<size_t>(kv.group(layer)) * plan.rows.size();
   float* scratch = plan.scratch.as<float>();
   const int parts = plan.head_parts, heads_per_part = shape.n_head / parts;
   pool.parallel_for(
@@ -61,7 +61,7 @@ void attention(ThreadPool& pool, const AttentionPlan& plan, const KvView& kv, in
           a.out_stride = row_floats(out);
           a.rows = plan.rows.data() + lo;
           a.n_ctx = plan.n_ctx.data() + lo;
-          a.first = (windowed ? plan.first_window.data() : plan.zeros.data()) + lo;
+          a.first = first + lo;
           a.n_rows = hi - lo;
           attention_rows(shape, kv, layer, seq.table(kv, layer), a, scratch + static_cast<int64_t>(task) * plan.scratch_stride,
                          part * heads_per_part, (part + 1) * heads_per_part);

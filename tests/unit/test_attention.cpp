@@ -30,14 +30,16 @@ struct Cache {
     view.n_kv_heads = n_kv_heads;
     view.head_dim = head_dim;
     view.block_size = block_size;
-    view.n_blocks = n_blocks;
+    view.n_groups = 1;
+    view.groups[0].n_layers = 1;
+    view.groups[0].n_blocks = n_blocks;
     view.kv_type = type;
     view.elem_bytes = type == DType::f32 ? 4 : 2;
     const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim * view.elem_bytes;
     k.assign(bytes, 0);
     v.assign(bytes, 0);
-    view.k_base = k.data();
-    view.v_base = v.data();
+    view.groups[0].k_base = k.data();
+    view.groups[0].v_base = v.data();
     for (int b = 0; b < n_blocks; ++b) blocks.push_back((b * 7 + 3) % n_blocks);  // a permutation while 7 and n_blocks are coprime
   }
   // The value the cache holds for element (head, pos, i) of K or V, as a float.
@@ -143,8 +145,8 @@ TEST_CASE("attention_row reads nothing past n_ctx", "[attention]") {
   for (int n_ctx : {5, 64, 70}) {
     // Every slot past n_ctx holds NaN: a read of one would show in the output.
     Cache poisoned = clean;
-    poisoned.view.k_base = poisoned.k.data();
-    poisoned.view.v_base = poisoned.v.data();
+    poisoned.view.groups[0].k_base = poisoned.k.data();
+    poisoned.view.groups[0].v_base = poisoned.v.data();
     for (int pos = n_ctx; pos < 16 * 9; ++pos)
       for (int i = 0; i < 32; ++i) {
         const size_t off = ((static_cast<size_t>(poisoned.blocks[static_cast<size_t>(pos / 16)]) * 16 + pos % 16) * 32 + i) * 2;
@@ -174,8 +176,8 @@ TEST_CASE("attention_row with a sliding window sees only the positions from firs
   for (auto [first, n_ctx] : {std::pair{0, 40}, {1, 40}, {8, 40}, {63, 64}, {64, 130}, {65, 130}, {100, 192}, {150, 192}}) {
     // Positions before `first` hold NaN, and their whole blocks are gone from the table (-1).
     Cache poisoned = cache;
-    poisoned.view.k_base = poisoned.k.data();
-    poisoned.view.v_base = poisoned.v.data();
+    poisoned.view.groups[0].k_base = poisoned.k.data();
+    poisoned.view.groups[0].v_base = poisoned.v.data();
     for (int pos = 0; pos < first; ++pos)
       for (int i = 0; i < 32; ++i) {
         const size_t off = ((static_cast<size_t>(poisoned.blocks[static_cast<size_t>(pos / 16)]) * 16 + pos % 16) * 32 + i) * 2;

@@ -444,6 +444,62 @@ TEST_CASE("sliding-window models: the same tokens alone, batched and chunked", "
   }
 }
 
+TEST_CASE("sliding-window models reuse a shared system prompt and a conversation, with the tokens computed without the cache",
+          "[engine][window][prefix]") {
+  for (int n_layer : {7, 2}) {
+    const ModelOnDisk model(gemma_spec(n_layer), "gemma_prefix" + std::to_string(n_layer));
+    for (int bs : {4, 16}) {
+      INFO(n_layer << " layers, blocks of " << bs);
+      EngineConfig off;
+      off.block_size = bs;
+      off.prefix_cache = false;
+      EngineConfig on = off;
+      on.prefix_cache = true;
+      auto e_off = make_engine(off, model.path);
+      auto e_on = make_engine(on, model.path);
+      const auto both = [&](const std::vector<int32_t>& prompt) {
+        auto a = e_off->generate(greedy(prompt, 12));
+        auto b = e_on->generate(greedy(prompt, 12));
+        REQUIRE(a.ok());
+        REQUIRE(b.ok());
+        REQUIRE(a->status.is_ok());
+        REQUIRE(b->status.is_ok());
+        CHECK(a->metrics.cached_tokens == 0);
+        CHECK(b->ids == a->ids);  // bit-identical logits: the same greedy tokens
+        return std::pair{b->ids, b->metrics.cached_tokens};
+      };
+      // A 60-token system prompt (the window of 8 passes it many times) and three user turns.
+      std::mt19937 rng(21);
+      const auto system = random_prompt(rng, 60);
+      for (int i = 0; i < 3; ++i) {
+        auto prompt = system;
+        const auto user = random_prompt(rng, 5 + 3 * static_cast<size_t>(i));
+        prompt.insert(prompt.end(), user.begin(), user.end());
+        const auto [ids, cached] = both(prompt);
+        // The whole blocks of the system prompt, from the second request on.
+        CHECK(cached == (i == 0 ? 0 : 60 / bs * bs));
+      }
+      // A conversation: each turn's prompt is the last prompt, its answer and a new message. All
+      // but the answer's last token were computed (and committed) in the last turn.
+      auto prompt = random_prompt(rng, 30);
+      int64_t expect = 0;
+      for (int turn = 0; turn < 3; ++turn) {
+        const auto [ids, cached] = both(prompt);
+        CHECK(cached == expect);
+        const int64_t computed = static_cast<int64_t>(prompt.size() + ids.size()) - 1;
+        expect = computed / bs * bs;
+        prompt.insert(prompt.end(), ids.begin(), ids.end());
+        const auto more = random_prompt(rng, 7);
+        prompt.insert(prompt.end(), more.begin(), more.end());
+      }
+      REQUIRE(e_on->check_invariants().is_ok());
+      const EngineStats st = e_on->stats();
+      CHECK(st.cached_prompt_tokens > 0);
+      require_balanced(st);
+    }
+  }
+}
+
 TEST_CASE("weights quantized at load: batched output still equals each prompt alone", "[engine]") {
   Workload w;
   for (WeightType t : {WeightType::q8_0, WeightType::q4_0}) {
@@ -1028,6 +1084,29 @@ TEST_CASE("tokenize and detokenize round-trip, with the options submit uses", "[
   CHECK(e->generate(r).value().metrics.prompt_tokens == static_cast<int64_t>(with_bos.size()));
   r.add_special = false;
   CHECK(e->generate(r).value().metrics.prompt_tokens == static_cast<int64_t>(without.size()));
+}
+
+TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of f16 ones", "[engine]") {
+  CHECK(std::string(kv_type_name(KvType::f16)) == "f16");
+  CHECK(std::string(kv_type_name(KvType::f32)) == "f32");
+  CHECK(std::string(kv_type_name(static_cast<KvType>(9))).empty());
+  EngineConfig c;
+  c.kv_cache_bytes = 1 << 20;
+  c.block_size = 16;
+  // 2 layers x 2 KV heads x 8 dims (llama_spec): K and V of a 16-position block are
+  // 2 * 2 * 2 * 16 * 8 elements, 2048 bytes in F16 and 4096 in F32.
+  const int64_t f16_blocks = make_engine(c)->stats().kv_blocks_total;
+  CHECK(f16_blocks == (1 << 20) / 2048);
+  c.kv_type = KvType::f32;
+  auto e = make_engine(c);
+  CHECK(e->stats().kv_blocks_total == (1 << 20) / 4096);
+  std::mt19937 rng(3);
+  auto done = e->generate(greedy(random_prompt(rng, 20), 4));
+  REQUIRE(done.ok());
+  CHECK(done->status.is_ok());
+  CHECK(done->ids.size() == 4);
+  c.kv_type = static_cast<KvType>(9);
+  CHECK(Engine::create(model_path(), c).status().code() == StatusCode::invalid_argument);
 }
 
 TEST_CASE("load progress rises to 1 and kv_cache_tokens sizes the pool in positions", "[engine]") {

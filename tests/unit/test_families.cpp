@@ -136,7 +136,7 @@ struct OnDisk {
 Result<std::unique_ptr<Engine>> open(const OnDisk& f) {
   EngineConfig c;
   c.threads = 2;
-  c.kv_f32 = true;
+  c.kv_type = KvType::f32;
   c.kv_cache_tokens = 256;
   return Engine::create(f.path, c);
 }

@@ -11,6 +11,7 @@
 #include "core/mapped_file.hpp"
 #include "format/gguf.hpp"
 #include "format/model_file.hpp"
+#include "kv/kv_manager.hpp"
 #include "model/model.hpp"
 #include "tiny_llama.hpp"
 
@@ -37,7 +38,7 @@ std::vector<int32_t> prompt(size_t n, int32_t seed) {
 
 struct Runner {
   std::unique_ptr<Model> model;
-  KvCache kv;
+  KvCacheManager kv;
   ThreadPool pool{2};
 
   explicit Runner(int max_step) : model(load_model(open_gemma()).value()) {
@@ -45,20 +46,20 @@ struct Runner {
     c.max_sequences = 2;
     c.max_step_tokens = max_step;
     c.budget_bytes = KvCache::budget_for_tokens(c, 2 * 128);
-    kv = KvCache::create(c).value();
+    kv = KvCacheManager::create(c, 0, false).value();
   }
 
   // Every position's logits for `tokens` run in chunks of `chunk` (the windowed pool is sized
   // for steps of max_step, so longer prompts must hand blocks back to get through).
   std::vector<std::vector<float>> run(const std::vector<int32_t>& tokens, size_t chunk) {
-    SequenceKv seq;
+    KvSequence seq;
     std::vector<std::vector<float>> out;
     const int64_t V = model->info().n_vocab;
     for (size_t start = 0; start < tokens.size(); start += chunk) {
       const size_t end = std::min(tokens.size(), start + chunk);
       REQUIRE(kv.append(seq, static_cast<int64_t>(end - start)));
       Batch b;
-      b.sequences.push_back(BatchSequence(seq));
+      b.sequences.push_back(BatchSequence(seq.kv));
       for (size_t t = start; t < end; ++t) b.add(tokens[t], static_cast<int32_t>(t), 0, true);
       std::vector<float> logits(static_cast<size_t>(V) * (end - start));
       REQUIRE(model->forward(b, kv.view(), logits.data(), pool).is_ok());
@@ -66,7 +67,7 @@ struct Runner {
         out.emplace_back(logits.begin() + static_cast<ptrdiff_t>(t * V), logits.begin() + static_cast<ptrdiff_t>((t + 1) * V));
     }
     // The last step began at position >= 23: the window (8) had moved past block 0 (16 positions).
-    if (tokens.size() >= chunk + 23) CHECK(seq.window_blocks.front() == -1);
+    if (tokens.size() >= chunk + 23) CHECK(seq.kv.tables[1].front() == -1);
     kv.release(seq);
     return out;
   }
@@ -84,7 +85,9 @@ TEST_CASE("gemma3 reads its shape and sliding-window layout from the file", "[mo
   CHECK(info.sliding_window == 8);
   CHECK(info.window_layers == std::vector<uint8_t>{1, 1, 1, 1, 1, 0});  // every sixth layer global
   const KvCacheConfig c = model->kv_config(1 << 20);
-  CHECK(c.n_window_layers() == 5);
+  REQUIRE(c.groups.size() == 2);
+  CHECK(c.groups[0] == KvCacheSpec{0, {5}});
+  CHECK(c.groups[1] == KvCacheSpec{8, {0, 1, 2, 3, 4}});
 }
 
 TEST_CASE("gemma3 logits are bit-identical however the prompt is chunked, across the window", "[model][gemma3][invariance]") {
@@ -104,11 +107,11 @@ TEST_CASE("gemma3 rows are bit-identical alone and batched with another sequence
   Runner run(128);
   const auto a = prompt(70, 1), b = prompt(45, 2);
   const auto alone_a = run.run(a, a.size()), alone_b = run.run(b, b.size());
-  SequenceKv sa, sb;
+  KvSequence sa, sb;
   REQUIRE(run.kv.append(sa, static_cast<int64_t>(a.size())));
   REQUIRE(run.kv.append(sb, static_cast<int64_t>(b.size())));
   Batch batch;
-  batch.sequences = {BatchSequence(sa), BatchSequence(sb)};
+  batch.sequences = {BatchSequence(sa.kv), BatchSequence(sb.kv)};
   std::vector<std::pair<int, size_t>> rows;
   for (size_t t = 0; t < a.size(); ++t) {
     rows.push_back({0, t});
@@ -131,24 +134,23 @@ TEST_CASE("gemma3 refuses a KV cache or batch without its sliding-window tables"
   std::vector<float> logits(static_cast<size_t>(model->info().n_vocab));
   // A cache planned without the window (every layer full).
   KvCacheConfig plain = model->kv_config(1 << 20);
-  plain.window_layers.clear();
-  plain.sliding_window = 0;
-  auto kv = KvCache::create(plain).value();
-  SequenceKv s;
+  plain.groups.clear();
+  auto kv = KvCacheManager::create(plain, 0, false).value();
+  KvSequence s;
   REQUIRE(kv.append(s, 1));
   Batch b;
-  b.sequences.push_back(BatchSequence(s));
+  b.sequences.push_back(BatchSequence(s.kv));
   b.add(5, 0, 0, true);
   const Status st = model->forward(b, kv.view(), logits.data(), pool);
   CHECK(st.code() == StatusCode::invalid_argument);
   CHECK_THAT(st.message(), Catch::Contains("sliding window"));
   // The right cache, but a batch that passes only the full layers' table.
-  auto good = KvCache::create(model->kv_config(1 << 20)).value();
-  SequenceKv g;
+  auto good = KvCacheManager::create(model->kv_config(1 << 20), 0, false).value();
+  KvSequence g;
   REQUIRE(good.append(g, 1));
   Batch partial;
   partial.sequences.push_back(BatchSequence{});
-  partial.sequences[0].blocks = g.blocks;
+  partial.sequences[0].tables[0] = g.kv.tables[0];
   partial.add(5, 0, 0, true);
   const Status st2 = model->forward(partial, good.view(), logits.data(), pool);
   CHECK(st2.code() == StatusCode::invalid_argument);

@@ -7,6 +7,7 @@
 
 #include "format/gguf.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "kv/kv_manager.hpp"
 #include "model/model.hpp"
 #include "tiny_llama.hpp"
 
@@ -128,23 +129,23 @@ std::vector<Vec> reference_logits(const ModelFile& f, const test::TinyLlama& s, 
 
 struct Runner {
   std::unique_ptr<Model> model;
-  KvCache kv;
+  KvCacheManager kv;
   ThreadPool pool{2};
 
   Runner(std::shared_ptr<const ModelFile> f, DType kv_type)
       : model(load_model(std::move(f)).value()),
-        kv(KvCache::create(model->kv_config(1 << 20, 4, kv_type)).value()) {}
+        kv(KvCacheManager::create(model->kv_config(1 << 20, 4, kv_type), 0, false).value()) {}
 
   // Runs `tokens` of one fresh sequence in chunks of `chunk`; returns every position's logits.
   std::vector<std::vector<float>> run(const std::vector<int32_t>& tokens, size_t chunk) {
-    SequenceKv seq;
+    KvSequence seq;
     std::vector<std::vector<float>> out;
     const int64_t V = model->info().n_vocab;
     for (size_t start = 0; start < tokens.size(); start += chunk) {
       const size_t end = std::min(tokens.size(), start + chunk);
       REQUIRE(kv.append(seq, static_cast<int64_t>(end - start)));
       Batch b;
-      b.sequences.push_back(BatchSequence(seq));
+      b.sequences.push_back(BatchSequence(seq.kv));
       for (size_t t = start; t < end; ++t) b.add(tokens[t], static_cast<int32_t>(t), 0, true);
       std::vector<float> logits(static_cast<size_t>(V) * (end - start));
       REQUIRE(model->forward(b, kv.view(), logits.data(), pool).is_ok());
@@ -213,11 +214,11 @@ TEST_CASE("a row's logits are bit-identical alone and batched with other sequenc
   const auto alone_a = run.run(kPrompt, kPrompt.size());
   const auto alone_b = run.run(other, other.size());
 
-  SequenceKv a, b;
+  KvSequence a, b;
   REQUIRE(run.kv.append(a, static_cast<int64_t>(kPrompt.size())));
   REQUIRE(run.kv.append(b, static_cast<int64_t>(other.size())));
   Batch batch;
-  batch.sequences = {BatchSequence(a), BatchSequence(b)};
+  batch.sequences = {BatchSequence(a.kv), BatchSequence(b.kv)};
   // Interleave the two sequences' rows.
   std::vector<std::pair<int, size_t>> rows;
   for (size_t t = 0; t < std::max(kPrompt.size(), other.size()); ++t) {
@@ -265,15 +266,15 @@ TEST_CASE("malformed models give errors that name the problem", "[model][llama]"
 TEST_CASE("a batch with bad token ids, positions or blocks is refused", "[model][llama]") {
   test::TinyLlama spec;
   Runner run(open_model(spec), DType::f16);
-  SequenceKv seq;
+  KvSequence seq;
   REQUIRE(run.kv.append(seq, 4));
   std::vector<float> logits(static_cast<size_t>(run.model->info().n_vocab) * 4);
   Batch b;
-  b.sequences.push_back(BatchSequence(seq));
+  b.sequences.push_back(BatchSequence(seq.kv));
   b.add(40, 0, 0, true);  // vocabulary is 0..39
   CHECK(run.model->forward(b, run.kv.view(), logits.data(), run.pool).code() == StatusCode::invalid_argument);
   b.clear();
-  b.sequences.push_back(BatchSequence(seq));
+  b.sequences.push_back(BatchSequence(seq.kv));
   b.add(1, 4, 0, true);  // position 4 has no block (one block of 4)
   CHECK(run.model->forward(b, run.kv.view(), logits.data(), run.pool).code() == StatusCode::invalid_argument);
   b.clear();

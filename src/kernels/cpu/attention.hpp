@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kv/kv_cache.hpp"
+#include "core/kv_view.hpp"
 
 namespace infer {
 

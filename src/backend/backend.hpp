@@ -1,8 +1,9 @@
-// Where ops run. A Backend owns what a forward step needs besides the weights and the KV blocks:
-// the activation buffers (grown on demand, then reused, so steady-state steps allocate nothing)
-// and the compute resources (the CPU backend: a thread pool; a CUDA backend: its stream). At load
-// it prepares each weight matrix for its kernels (prepare_weight: the hook where a backend
-// repacks a layout or uploads to device memory).
+// Where ops run. A Backend provides what a forward step needs besides the weights: the
+// activation buffers (grown on demand, then reused, so steady-state steps allocate nothing), the
+// memory of the KV cache (allocate_kv: the engine's KV pool lives where the kernels read it) and
+// the compute resources (the CPU backend: a thread pool; a CUDA backend: its stream). At load it
+// prepares each weight matrix for its kernels (prepare_weight: the hook where a backend repacks a
+// layout or uploads to device memory).
 //
 // The ops (src/ops/) take a Backend and device-tagged tensor views; each op dispatches on
 // device() to its implementation (op_cpu.cpp beside it, op_cuda.cu in cuda/). Model code calls
@@ -40,6 +41,10 @@ class Backend {
   static constexpr int kMaxSlots = 32;
   Result<TensorView> activation(int slot, int64_t cols, int64_t rows);
 
+  // Zero-filled memory for the KV cache's pools (`bytes` bytes, 64-byte aligned) in this
+  // backend's memory; the KV cache (kv/kv_cache.hpp) takes it through a KvAllocator.
+  virtual Result<AlignedBuffer> allocate_kv(size_t bytes) = 0;
+
  protected:
   // Device memory for activation(): `bytes` bytes, 64-byte aligned, owned by the buffer.
   virtual Result<AlignedBuffer> allocate(size_t bytes) = 0;
@@ -56,6 +61,7 @@ class CpuBackend final : public Backend {
   Device device() const noexcept override { return Device::cpu; }
   std::string name() const override { return "cpu"; }
   Result<TensorView> prepare_weight(const TensorView& w) override { return w; }
+  Result<AlignedBuffer> allocate_kv(size_t bytes) override { return AlignedBuffer::zeros(bytes); }
   ThreadPool& pool() noexcept { return pool_; }
 
  protected:

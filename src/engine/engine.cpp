@@ -378,7 +378,9 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     kvc.max_sequences = config.max_sequences;
     kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
     if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);
-    auto kv = KvCacheManager::create(kvc, info.fingerprint, config.prefix_cache);
+    // The KV pool lives in the backend's memory, where its kernels read it.
+    Backend& be = *impl->backend;
+    auto kv = KvCacheManager::create(kvc, info.fingerprint, config.prefix_cache, [&be](size_t n) { return be.allocate_kv(n); });
     if (!kv.ok()) return kv.status().with_context(config.kv_cache_tokens > 0 ? "EngineConfig.kv_cache_tokens" : "EngineConfig.kv_cache_bytes");
     impl->kv.emplace(std::move(kv).value());
     // A sequence's length is bounded by the full-attention pool; a model whose layers are all

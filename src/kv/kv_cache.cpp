@@ -89,7 +89,7 @@ std::vector<int64_t> plan_pools(const KvCacheConfig& c, const std::vector<KvCach
 
 }  // namespace
 
-Result<KvCache> KvCache::create(const KvCacheConfig& config) {
+Result<KvCache> KvCache::create(const KvCacheConfig& config, const KvAllocator& allocate) {
   const KvCacheConfig& c = config;
   if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.block_size <= 0)
     return invalid_argument("KV cache: layers, heads, head size and block size must be positive");
@@ -133,7 +133,7 @@ Result<KvCache> KvCache::create(const KvCacheConfig& config) {
   }
 
   KvCache kv;
-  auto storage = AlignedBuffer::zeros(static_cast<size_t>(total));
+  auto storage = allocate ? allocate(static_cast<size_t>(total)) : AlignedBuffer::zeros(static_cast<size_t>(total));
   if (!storage.ok()) return storage.status().with_context("KV cache");
   kv.storage_ = std::move(storage).value();
   kv.block_bytes_ = bytes;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
@@ -55,11 +56,15 @@ struct KvCacheConfig {
   std::vector<KvCacheSpec> resolved_groups() const;
 };
 
+// Where the storage comes from: `bytes` zero-filled bytes, 64-byte aligned (the engine passes
+// its backend's Backend::allocate_kv; empty: host memory).
+using KvAllocator = std::function<Result<AlignedBuffer>(size_t bytes)>;
+
 class KvCache {
  public:
-  // Plans the pools from the budget: out_of_range when a group gets no block, invalid_argument
-  // for a bad shape, type or grouping.
-  static Result<KvCache> create(const KvCacheConfig& config);
+  // Plans the pools from the budget and allocates them with `allocate`: out_of_range when a
+  // group gets no block, invalid_argument for a bad shape, type or grouping.
+  static Result<KvCache> create(const KvCacheConfig& config, const KvAllocator& allocate = {});
   // The budget create() turns into exactly n_tokens positions of full-attention blocks (for one
   // sequence, or shared by several) plus the windowed pools it plans for max_sequences.
   static uint64_t budget_for_tokens(const KvCacheConfig& config, int64_t n_tokens);

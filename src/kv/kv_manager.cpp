@@ -28,8 +28,9 @@ constexpr uint64_t fold(uint64_t h, uint64_t v) noexcept {
 
 }  // namespace
 
-Result<KvCacheManager> KvCacheManager::create(const KvCacheConfig& config, uint64_t fingerprint, bool prefix_cache) {
-  auto cache = KvCache::create(config);
+Result<KvCacheManager> KvCacheManager::create(const KvCacheConfig& config, uint64_t fingerprint, bool prefix_cache,
+                                              const KvAllocator& allocate) {
+  auto cache = KvCache::create(config, allocate);
   if (!cache.ok()) return cache.status();
   KvCacheManager m;
   m.cache_ = std::move(cache).value();

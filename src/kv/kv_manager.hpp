@@ -66,8 +66,10 @@ struct KvManagerStats {
 
 class KvCacheManager {
  public:
-  // The pools as KvCache::create plans them; `fingerprint` identifies the model (ModelInfo).
-  static Result<KvCacheManager> create(const KvCacheConfig& config, uint64_t fingerprint, bool prefix_cache);
+  // The pools as KvCache::create plans and allocates them; `fingerprint` identifies the model
+  // (ModelInfo).
+  static Result<KvCacheManager> create(const KvCacheConfig& config, uint64_t fingerprint, bool prefix_cache,
+                                       const KvAllocator& allocate = {});
 
   const KvView& view() const noexcept { return cache_.view(); }
   const KvCacheConfig& config() const noexcept { return cache_.config(); }

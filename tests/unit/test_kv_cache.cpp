@@ -152,3 +152,29 @@ TEST_CASE("copy_block copies one block of every layer of its group and nothing e
           REQUIRE(v.v_block(l, b, h)[i] == static_cast<uint8_t>(l * 17 + src * 5 + h * 11 + i + 1));
         }
 }
+
+TEST_CASE("the storage comes from the caller's allocator, and its failure is an error", "[kv]") {
+  std::vector<size_t> asked;
+  const uint8_t* given = nullptr;
+  auto counting = [&](size_t n) -> Result<AlignedBuffer> {
+    asked.push_back(n);
+    auto b = AlignedBuffer::zeros(n);
+    if (b.ok()) given = b->data();
+    return b;
+  };
+  auto kv = KvCache::create(shape(512 * 10 + 100), counting);
+  REQUIRE(kv.ok());
+  CHECK(asked == std::vector<size_t>{512 * 10});
+  // Every block lives in the buffer the allocator returned.
+  const KvView& v = kv->view();
+  for (int64_t b = 0; b < 10; ++b) {
+    CHECK(v.k_block(1, b, 1) >= given);
+    CHECK(v.v_block(1, b, 1) + 4 * 8 * 2 <= given + 512 * 10);
+  }
+  auto failing = [](size_t) -> Result<AlignedBuffer> { return out_of_memory("device memory exhausted"); };
+  auto none = KvCache::create(shape(4096), failing);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == StatusCode::out_of_memory);
+  CHECK(none.status().message().find("KV cache") != std::string::npos);
+  CHECK(none.status().message().find("device memory exhausted") != std::string::npos);
+}

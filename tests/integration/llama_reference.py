@@ -5,9 +5,7 @@ tests/reference/make-model-reference.sh):
     for the 2- to 6-bit types;
   - teacher-forced distributions: top-1 token identical on >= 99% of positions for every type,
     mean KL divergence < 1e-3 for 8-bit and wider types.
-Prints the measured figures as a table. A file listed in KNOWN_TOP1 is a known deviation from the
-top-1 target (reported, not failed; every other check still applies); should it ever meet the
-target, the test fails until the entry is removed.
+Prints the measured figures as a table.
 
 usage: llama_reference.py PERPLEXITY MAKE_MODEL REPO_ROOT
 """
@@ -32,15 +30,6 @@ def run(args, cwd=None):
         raise RuntimeError(f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-500:]}")
     return p.stdout
 
-
-# Quantized files of the Qwen3 shape (head size 128, attention twice as wide as n_embd) differ from
-# llama.cpp by a mean KL divergence of ~6e-5, as the quantized Gemma-3-shaped ones do: on these
-# near-uniform random-weight distributions that flips 1 of the 63 scored top tokens. llama.cpp's
-# own result changes when attn_k or attn_v alone is left in F32 (then it agrees with ours exactly);
-# not yet explained (docs/models.md).
-KNOWN_TOP1 = {
-    "qwen3-q8_0.gguf": "1 of 63 top tokens differs (mean KLD 6.8e-5)",
-}
 
 with open(os.path.join(models, "reference.tsv")) as f:
     header = f.readline().rstrip("\n").split("\t")
@@ -79,12 +68,7 @@ with tempfile.TemporaryDirectory() as tmp:
         out = run([perplexity, "-m", path, "--kl-divergence-base", os.path.join(models, name[:-5] + ".kld"), "-t", "2"])
         kld = float(re.search(r"^mean KLD = ([0-9.e+-]+)", out, re.M).group(1))
         top = float(re.search(r"^same top = ([0-9.]+)%", out, re.M).group(1))
-        if name in KNOWN_TOP1:
-            if top >= 99.0:
-                failures.append(f"{name}: top-1 agreement {top}% now meets the target: remove it from KNOWN_TOP1")
-            else:
-                print(f"known deviation: {name}: top-1 agreement {top}% < 99%: {KNOWN_TOP1[name]}")
-        elif top < 99.0:
+        if top < 99.0:
             failures.append(f"{name}: top-1 agreement {top}% < 99%")
         if wide and kld >= 1e-3:
             failures.append(f"{name}: mean KL divergence {kld} >= 1e-3")

@@ -66,8 +66,11 @@ void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float
     for (int i = 0; i < half; ++i) {
       const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       const float a = v[i], b = v[i + half];
-      v[i] = a * c - b * s;
-      v[i + half] = a * s + b * c;
+      // One product rounded, the other fused, as ggml's CPU rope computes the NeoX pair
+      // (x0*cos - x1*sin and x0*sin + x1*cos contracted by the compiler in llama.cpp's builds;
+      // its adjacent-pair rope above is not contracted).
+      v[i] = std::fma(a, c, -(b * s));
+      v[i + half] = std::fma(a, s, b * c);
     }
   }
 }

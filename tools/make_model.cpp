@@ -6,7 +6,7 @@
 //   infer-make-model -o OUT.gguf [--arch llama|gemma3|qwen2|qwen3|phi3] [--n-embd 64] [--n-layer 2] [--n-head 4]
 //                    [--n-head-kv 2] [--head-dim N] [--n-ff 128] [--ctx 256]
 //                    [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--seed 1] [--rope-base 10000]
-//                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model]
+//                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model] [--init default|scaled]
 //
 // gemma3 and qwen3: --head-dim sets attention.key_length (default n_embd / n_head). gemma3:
 // --sliding-window the local layers' window (0: none; layers follow llama.cpp's default pattern,
@@ -14,6 +14,10 @@
 // biases. qwen3: per-head Q/K norms. phi3: fused attn_qkv and gate-up (ffn_up holds 2 n_ff rows)
 // projections, and attention.sliding_window 2047 as Phi-3-mini's converter writes it (ignored by
 // llama.cpp and libinfer alike).
+//
+// --init scaled draws each matrix at 1/sqrt(fan_in) (Q and K at 2/sqrt(fan_in)), so activations
+// keep unit size and attention and logits are peaked as in trained models; the default (0.08
+// everywhere) gives near-uniform distributions, where small arithmetic differences never show.
 //
 // The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
@@ -48,6 +52,7 @@ struct Options {
   float rope_base = 10000.0f;
   std::string name = "libinfer random llama";
   std::string vocab;  // a tokenizer.model; empty: the minimal byte vocabulary
+  bool scaled_init = false;  // --init scaled: matrices at 1/sqrt(fan_in), Q and K at 2/sqrt(fan_in)
 };
 
 [[noreturn]] void fail(const std::string& msg) {
@@ -61,7 +66,7 @@ struct Options {
                "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3|qwen2|qwen3|phi3] [--n-embd N] [--n-layer N] [--n-head N]\n"
                "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16|q8_0|q4_0]\n"
                "                        [--tied] [--seed S] [--rope-base F] [--sliding-window N] [--name NAME]\n"
-               "                        [--vocab tokenizer.model]\n");
+               "                        [--vocab tokenizer.model] [--init default|scaled]\n");
   std::exit(2);
 }
 
@@ -152,6 +157,11 @@ int main(int argc, char** argv) {
     else if (a == "--name") o.name = next();
     else if (a == "--vocab") o.vocab = next();
     else if (a == "--tied") o.tied = true;
+    else if (a == "--init") {
+      const std::string v = next();
+      if (v == "scaled") o.scaled_init = true;
+      else if (v != "default") usage_error("--init must be default or scaled");
+    }
     else if (a == "--type") {
       const std::string t = next();
       const auto type = dtype_from_name(t);
@@ -248,20 +258,29 @@ int main(int argc, char** argv) {
     if (Status s = w.add_tensor(name, type, shape, data); !s.is_ok()) fail(s.message());
   };
   const float w_std = 0.02f;
+  // The std of a matrix's values: 0.08 by default; with --init scaled 1/sqrt(fan_in) (2/sqrt for Q
+  // and K), so that activations keep unit size and attention and logits are peaked, as in trained
+  // models, instead of near-uniform.
+  auto sd = [&](int64_t fan_in, bool qk = false) {
+    return o.scaled_init ? (qk ? 2.0f : 1.0f) / std::sqrt(static_cast<float>(fan_in)) : w_std * 4;
+  };
   // Gemma scales embeddings by sqrt(n_embd) and reuses them as the output, the other families
   // reuse them with --tied: smaller values keep those logits in a realistic range. (Llama files
   // keep the values they always had.)
   const bool small_embd = gemma || (o.tied && o.arch != "llama");
-  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, small_embd ? 0.05f : 1.0f, o.type);
+  // --init scaled: unit-size embeddings, or 1/sqrt(n_embd) when they are also the output matrix.
+  const float embd_std = o.scaled_init ? (o.tied || gemma ? 1.0f / std::sqrt(static_cast<float>(o.n_embd)) : 1.0f)
+                                       : small_embd ? 0.05f : 1.0f;
+  add("token_embd.weight", {o.n_embd, n_vocab}, 0.0f, embd_std, o.type);
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
     if (phi3) {
-      add(p + "attn_qkv.weight", {o.n_embd, n_embd_q + 2 * n_embd_kv}, 0.0f, w_std * 4, o.type);
+      add(p + "attn_qkv.weight", {o.n_embd, n_embd_q + 2 * n_embd_kv}, 0.0f, sd(o.n_embd), o.type);
     } else {
-      add(p + "attn_q.weight", {o.n_embd, n_embd_q}, 0.0f, w_std * 4, o.type);
-      add(p + "attn_k.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
-      add(p + "attn_v.weight", {o.n_embd, n_embd_kv}, 0.0f, w_std * 4, o.type);
+      add(p + "attn_q.weight", {o.n_embd, n_embd_q}, 0.0f, sd(o.n_embd, true), o.type);
+      add(p + "attn_k.weight", {o.n_embd, n_embd_kv}, 0.0f, sd(o.n_embd, true), o.type);
+      add(p + "attn_v.weight", {o.n_embd, n_embd_kv}, 0.0f, sd(o.n_embd), o.type);
     }
     if (qwen2) {  // biases large enough to matter
       add(p + "attn_q.bias", {n_embd_q}, 0.0f, 0.5f, DType::f32);
@@ -272,7 +291,7 @@ int main(int argc, char** argv) {
       add(p + "attn_q_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
       add(p + "attn_k_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
     }
-    add(p + "attn_output.weight", {n_embd_q, o.n_embd}, 0.0f, w_std * 4, o.type);
+    add(p + "attn_output.weight", {n_embd_q, o.n_embd}, 0.0f, sd(n_embd_q), o.type);
     if (gemma) {
       add(p + "attn_q_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
       add(p + "attn_k_norm.weight", {head_dim}, 1.0f, 0.1f, DType::f32);
@@ -281,15 +300,15 @@ int main(int argc, char** argv) {
     }
     add(p + "ffn_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
     if (phi3) {
-      add(p + "ffn_up.weight", {o.n_embd, 2 * o.n_ff}, 0.0f, w_std * 4, o.type);
+      add(p + "ffn_up.weight", {o.n_embd, 2 * o.n_ff}, 0.0f, sd(o.n_embd), o.type);
     } else {
-      add(p + "ffn_gate.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
-      add(p + "ffn_up.weight", {o.n_embd, o.n_ff}, 0.0f, w_std * 4, o.type);
+      add(p + "ffn_gate.weight", {o.n_embd, o.n_ff}, 0.0f, sd(o.n_embd), o.type);
+      add(p + "ffn_up.weight", {o.n_embd, o.n_ff}, 0.0f, sd(o.n_embd), o.type);
     }
-    add(p + "ffn_down.weight", {o.n_ff, o.n_embd}, 0.0f, w_std * 4, o.type);
+    add(p + "ffn_down.weight", {o.n_ff, o.n_embd}, 0.0f, sd(o.n_ff), o.type);
   }
   add("output_norm.weight", {o.n_embd}, 1.0f, 0.1f, DType::f32);
-  if (!o.tied && !gemma) add("output.weight", {o.n_embd, n_vocab}, 0.0f, w_std * 4, o.type);
+  if (!o.tied && !gemma) add("output.weight", {o.n_embd, n_vocab}, 0.0f, sd(o.n_embd), o.type);
 
   if (Status s = w.write(o.out); !s.is_ok()) fail(s.message());
   std::fprintf(stderr, "infer-make-model: wrote %s (%d layers, n_embd %d, vocab %d, %s)\n", o.out.c_str(), o.n_layer,

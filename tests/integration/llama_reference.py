@@ -4,7 +4,10 @@ tests/reference/make-model-reference.sh):
   - perplexity on the shipped text within 0.2% of llama.cpp's for F32/F16/BF16/Q8_0 and within 1%
     for the 2- to 6-bit types;
   - teacher-forced distributions: top-1 token identical on >= 99% of positions for every type,
-    mean KL divergence < 1e-3 for 8-bit and wider types.
+    mean KL divergence < 1e-3 for 8-bit and wider types;
+  - on the models with peaked distributions (peaked-*, peakedtied-*: infer-make-model --init
+    scaled), where small arithmetic differences show, exact agreement: the same top token at every
+    position and a mean KL divergence that rounds to 0 (< 1e-6).
 Prints the measured figures as a table.
 
 usage: llama_reference.py PERPLEXITY MAKE_MODEL REPO_ROOT
@@ -72,6 +75,8 @@ with tempfile.TemporaryDirectory() as tmp:
             failures.append(f"{name}: top-1 agreement {top}% < 99%")
         if wide and kld >= 1e-3:
             failures.append(f"{name}: mean KL divergence {kld} >= 1e-3")
+        if prefix.startswith("peaked") and (top < 100.0 or abs(kld) >= 1e-6):
+            failures.append(f"{name}: peaked model: top-1 agreement {top}% and mean KLD {kld} (exact agreement required)")
         rows.append((("" if prefix == "ref" else prefix + " ") + qtype.upper(), ppl, ref, 100 * rel, kld, top))
 
 print(f"{'type':14} {'PPL ours':>12} {'PPL llama.cpp':>14} {'diff %':>8} {'mean KLD':>10} {'same top %':>10}")

@@ -99,6 +99,31 @@ family() {  # prefix, infer-make-model arguments
     reference "$out/$prefix-$lower.gguf" llama
   done
 }
+# Peaked distributions (infer-make-model --init scaled: activations at unit size, so attention and
+# logits are peaked as in trained models), where small arithmetic differences do show: a Llama
+# shape with 4 layers of 512, untied (F16, Q8_0, Q4_0 ours; Q4_K_M by llama-quantize) and tied
+# (F16, Q8_0, Q4_0). llama_reference.py holds these to exact agreement.
+peaked() {  # prefix, extra infer-make-model arguments, types written by us, llama-quantize presets
+  local prefix=$1 extra=$2 ours=$3 presets=$4 t preset lower
+  echo "--vocab $vocab --n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 2 --n-ff 1408 --ctx 512 --seed 29 --init scaled$extra" \
+    > "$out/$prefix-make-model.args"
+  # shellcheck disable=SC2046
+  "$build/bin/infer-make-model" -o "$work/$prefix-f32.gguf" --type f32 $(cat "$out/$prefix-make-model.args") 2>/dev/null
+  for t in $ours; do
+    # shellcheck disable=SC2046
+    "$build/bin/infer-make-model" -o "$work/$prefix-$t.gguf" --type "$t" $(cat "$out/$prefix-make-model.args") 2>/dev/null
+    reference "$work/$prefix-$t.gguf" ours
+  done
+  for preset in $presets; do
+    lower=$(echo "$preset" | tr 'A-Z' 'a-z')
+    "$bin/llama-quantize" "$work/$prefix-f32.gguf" "$out/$prefix-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
+      { cat "$work/q.log" >&2; exit 1; }
+    reference "$out/$prefix-$lower.gguf" llama
+  done
+}
+peaked peaked "" "f16 q8_0 q4_0" "Q4_K_M"
+peaked peakedtied " --tied" "f16 q8_0 q4_0" ""
+
 family qwen2 --arch qwen2 --n-head 4 --n-head-kv 2 --rope-base 1000000 --tied --seed 17
 family qwen3 --arch qwen3 --n-head 4 --n-head-kv 2 --head-dim 128 --rope-base 1000000 --seed 19
 family phi3 --arch phi3 --n-head 4 --n-head-kv 2 --seed 23
@@ -107,7 +132,8 @@ cat > "$out/README.md" <<EOT
 Reference models and llama.cpp's results on them, made by \`tests/reference/make-model-reference.sh\`
 with llama.cpp from the llama-cpp-python sdist (scripts/build-llama-cpp). reference.tsv lists each
 file (ref-*: Llama shape, arguments in make-model.args; gemma3-*: Gemma 3 shape with a sliding
-window, gemma3-make-model.args; qwen2-*, qwen3-*, phi3-*: those families, <family>-make-model.args), who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
+window, gemma3-make-model.args; peaked-*, peakedtied-*: peaked distributions (--init scaled), untied and
+tied; qwen2-*, qwen3-*, phi3-*: those families, <family>-make-model.args), who wrote it (ours: infer-make-model, rebuilt by the test; llama: llama-quantize, committed),
 its SHA-256, and llama.cpp's perplexity (\`llama-perplexity -c $ctx -b $ctx --chunks $ppl_chunks\`
 on $text). Each .kld is \`llama-perplexity -c $ctx --chunks 1 --kl-divergence-base\` output.
 EOT

@@ -11,7 +11,8 @@ namespace infer {
 // ggml_compute_forward_rms_norm does, then scaled in float).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept;
 
-// y = silu(g) * u, element-wise.
+// y = silu(g) * u, element-wise, silu(x) = x / (1 + exp(-x)) computed as llama.cpp's AVX2 build
+// computes it: elements in groups of 8 with ggml's vector exp (exp_ggml), the tail with expf.
 void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept;
 
 // y = gelu(g) * u, element-wise, with GELU's tanh approximation evaluated as ggml's CPU backend

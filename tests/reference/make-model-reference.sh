@@ -24,11 +24,6 @@ trap 'rm -rf "$work"' EXIT
 # Model shape: realistic proportions at a small size (head size 64, grouped-query attention,
 # rows a multiple of 256 so every K-quant applies).
 # The arguments are kept in a file so that the test rebuilds exactly the same models.
-echo "--vocab $vocab --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 512 --ctx 512 --seed 11" > "$out/make-model.args"
-make_model() {  # type output
-  # shellcheck disable=SC2046
-  "$build/bin/infer-make-model" -o "$2" --type "$1" $(cat "$out/make-model.args") 2>/dev/null
-}
 
 ctx=128
 ppl_chunks=4
@@ -55,65 +50,19 @@ reference() {  # model file, kind (ours|llama)
   echo "$(basename "$model"): llama.cpp PPL $ppl +/- $err" >&2
 }
 
-for t in f32 f16 bf16; do
-  make_model "$t" "$work/ref-$t.gguf"
-  reference "$work/ref-$t.gguf" ours
-done
-for preset in Q8_0 Q6_K Q5_K_M Q5_1 Q5_0 Q4_K_M Q4_1 Q4_0 Q3_K_M Q2_K; do
-  lower=$(echo "$preset" | tr 'A-Z' 'a-z')
-  "$bin/llama-quantize" "$work/ref-f32.gguf" "$out/ref-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
-    { cat "$work/q.log" >&2; exit 1; }
-  reference "$out/ref-$lower.gguf" llama
-done
-# Gemma 3 shape: head size 128 with 4 query heads over one KV head (attention width 512, twice
-# n_embd), six layers of which five see a sliding window of 32 positions, so that the context of
-# 128 exercises the window; RoPE base 1e6 on the global layer, 10000 on the local ones.
-echo "--arch gemma3 --vocab $vocab --n-embd 256 --n-layer 6 --n-head 4 --n-head-kv 1 --head-dim 128 --n-ff 512 --ctx 512 --rope-base 1000000 --sliding-window 32 --seed 13" > "$out/gemma3-make-model.args"
-"$build/bin/infer-make-model" -o "$work/gemma3-f32.gguf" --type f32 $(cat "$out/gemma3-make-model.args") 2>/dev/null
-reference "$work/gemma3-f32.gguf" ours
-for preset in Q8_0 Q4_0 Q4_K_M; do
-  lower=$(echo "$preset" | tr 'A-Z' 'a-z')
-  "$bin/llama-quantize" "$work/gemma3-f32.gguf" "$out/gemma3-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
-    { cat "$work/q.log" >&2; exit 1; }
-  reference "$out/gemma3-$lower.gguf" llama
-done
-
-# The other families, each in F32 and F16 (ours) and Q8_0, Q4_0 and Q4_K_M (llama-quantize):
-#   qwen2: Q/K/V biases, NeoX RoPE base 1e6, output tied to the embeddings (as Qwen2.5-0.5B);
-#   qwen3: per-head Q/K norms, head size 128 over n_embd 256 (attention wider than the model, as
-#          Qwen3-0.6B), untied output;
-#   phi3:  fused attn_qkv and gate-up projections, grouped-query attention (as Phi-4-mini).
-family() {  # prefix, infer-make-model arguments
-  local prefix=$1 t preset lower
-  shift
-  echo "$* --vocab $vocab --n-embd 256 --n-layer 2 --n-ff 512 --ctx 512" > "$out/$prefix-make-model.args"
-  for t in f32 f16; do
+# One set of reference models: the infer-make-model arguments (kept in <prefix>-make-model.args,
+# make-model.args for ref), the types infer-make-model writes (rebuilt by the test) and the
+# llama-quantize presets made from the F32 file (committed).
+model_set() {  # prefix, arguments, our types, presets
+  local prefix=$1 args=$2 ours=$3 presets=$4 t preset lower file
+  file=$out/$prefix-make-model.args
+  [[ $prefix == ref ]] && file=$out/make-model.args
+  echo "$args" > "$file"
+  for t in f32 $ours; do
     # shellcheck disable=SC2046
-    "$build/bin/infer-make-model" -o "$work/$prefix-$t.gguf" --type $t $(cat "$out/$prefix-make-model.args") 2>/dev/null
-    reference "$work/$prefix-$t.gguf" ours
+    "$build/bin/infer-make-model" -o "$work/$prefix-$t.gguf" --type "$t" $(cat "$file") 2>/dev/null
   done
-  for preset in Q8_0 Q4_0 Q4_K_M; do
-    lower=$(echo "$preset" | tr 'A-Z' 'a-z')
-    "$bin/llama-quantize" "$work/$prefix-f32.gguf" "$out/$prefix-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
-      { cat "$work/q.log" >&2; exit 1; }
-    reference "$out/$prefix-$lower.gguf" llama
-  done
-}
-# Peaked distributions (infer-make-model --init scaled: activations at unit size, so attention and
-# logits are peaked as in trained models), where small arithmetic differences do show: a Llama
-# shape with 4 layers of 512, untied (F16, Q8_0, Q4_0 ours; Q4_K_M by llama-quantize) and tied
-# (F16, Q8_0, Q4_0). llama_reference.py holds these to exact agreement.
-peaked() {  # prefix, extra infer-make-model arguments, types written by us, llama-quantize presets
-  local prefix=$1 extra=$2 ours=$3 presets=$4 t preset lower
-  echo "--vocab $vocab --n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 2 --n-ff 1408 --ctx 512 --seed 29 --init scaled$extra" \
-    > "$out/$prefix-make-model.args"
-  # shellcheck disable=SC2046
-  "$build/bin/infer-make-model" -o "$work/$prefix-f32.gguf" --type f32 $(cat "$out/$prefix-make-model.args") 2>/dev/null
-  for t in $ours; do
-    # shellcheck disable=SC2046
-    "$build/bin/infer-make-model" -o "$work/$prefix-$t.gguf" --type "$t" $(cat "$out/$prefix-make-model.args") 2>/dev/null
-    reference "$work/$prefix-$t.gguf" ours
-  done
+  for t in $ours; do reference "$work/$prefix-$t.gguf" ours; done
   for preset in $presets; do
     lower=$(echo "$preset" | tr 'A-Z' 'a-z')
     "$bin/llama-quantize" "$work/$prefix-f32.gguf" "$out/$prefix-$lower.gguf" "$preset" >"$work/q.log" 2>&1 ||
@@ -121,12 +70,29 @@ peaked() {  # prefix, extra infer-make-model arguments, types written by us, lla
     reference "$out/$prefix-$lower.gguf" llama
   done
 }
-peaked peaked "" "f16 q8_0 q4_0" "Q4_K_M"
-peaked peakedtied " --tied" "f16 q8_0 q4_0" ""
 
-family qwen2 --arch qwen2 --n-head 4 --n-head-kv 2 --rope-base 1000000 --tied --seed 17
-family qwen3 --arch qwen3 --n-head 4 --n-head-kv 2 --head-dim 128 --rope-base 1000000 --seed 19
-family phi3 --arch phi3 --n-head 4 --n-head-kv 2 --seed 23
+model_set ref "--vocab $vocab --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 512 --ctx 512 --seed 11" \
+  "f32 f16 bf16" "Q8_0 Q6_K Q5_K_M Q5_1 Q5_0 Q4_K_M Q4_1 Q4_0 Q3_K_M Q2_K"
+# Gemma 3 shape: head size 128 with 4 query heads over one KV head (attention width 512, twice
+# n_embd), six layers of which five see a sliding window of 32 positions, so that the context of
+# 128 exercises the window; RoPE base 1e6 on the global layer, 10000 on the local ones.
+model_set gemma3 "--arch gemma3 --vocab $vocab --n-embd 256 --n-layer 6 --n-head 4 --n-head-kv 1 --head-dim 128 --n-ff 512 --ctx 512 --rope-base 1000000 --sliding-window 32 --seed 13" \
+  "f32" "Q8_0 Q4_0 Q4_K_M"
+# Peaked distributions (infer-make-model --init scaled: activations at unit size, so attention and
+# logits are peaked as in trained models), where small arithmetic differences do show: a Llama
+# shape with 4 layers of 512, untied and tied. llama_reference.py holds these to exact agreement.
+peaked="--vocab $vocab --n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 2 --n-ff 1408 --ctx 512 --seed 29 --init scaled"
+model_set peaked "$peaked" "f16 q8_0 q4_0" "Q4_K_M"
+model_set peakedtied "$peaked --tied" "f16 q8_0 q4_0" ""
+# The other families, each in F32 and F16 (ours) and Q8_0, Q4_0 and Q4_K_M (llama-quantize):
+#   qwen2: Q/K/V biases, NeoX RoPE base 1e6, output tied to the embeddings (as Qwen2.5-0.5B);
+#   qwen3: per-head Q/K norms, head size 128 over n_embd 256 (attention wider than the model, as
+#          Qwen3-0.6B), untied output;
+#   phi3:  fused attn_qkv and gate-up projections, grouped-query attention (as Phi-4-mini).
+small="--vocab $vocab --n-embd 256 --n-layer 2 --n-ff 512 --ctx 512"
+model_set qwen2 "--arch qwen2 --n-head 4 --n-head-kv 2 --rope-base 1000000 --tied --seed 17 $small" "f32 f16" "Q8_0 Q4_0 Q4_K_M"
+model_set qwen3 "--arch qwen3 --n-head 4 --n-head-kv 2 --head-dim 128 --rope-base 1000000 --seed 19 $small" "f32 f16" "Q8_0 Q4_0 Q4_K_M"
+model_set phi3 "--arch phi3 --n-head 4 --n-head-kv 2 --seed 23 $small" "f32 f16" "Q8_0 Q4_0 Q4_K_M"
 
 cat > "$out/README.md" <<EOT
 Reference models and llama.cpp's results on them, made by \`tests/reference/make-model-reference.sh\`

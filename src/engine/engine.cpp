@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/log.hpp"
 #include "core/status_macros.hpp"
 #include "core/thread_pool.hpp"
 #include "core/timer.hpp"
@@ -341,7 +342,15 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     auto tok = load_tokenizer(*impl->file);
     if (!tok.ok()) return tok.status();
     impl->tokenizer = std::move(tok).value();
-    impl->pool = std::make_unique<ThreadPool>(config.threads);
+    // More compute threads than the hardware runs only makes them wait for each other (a thousand
+    // took seconds a token): clamp, and say so.
+    int threads = config.threads;
+    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (threads > hw) {
+      INFER_LOG_WARN("EngineConfig.threads %d exceeds the %d hardware threads; using %d", threads, hw, hw);
+      threads = hw;
+    }
+    impl->pool = std::make_unique<ThreadPool>(threads);
     impl->backend = std::make_unique<CpuBackend>(*impl->pool);
     LoadOptions load;
     load.backend = impl->backend.get();

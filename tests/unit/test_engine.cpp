@@ -22,6 +22,7 @@
 
 #include "engine/engine_testing.hpp"
 #include "infer/engine.hpp"
+#include "infer/log.hpp"
 #include "tiny_llama.hpp"
 
 using namespace infer;
@@ -1130,4 +1131,38 @@ TEST_CASE("load progress rises to 1 and kv_cache_tokens sizes the pool in positi
   CHECK(d.n_layer == 2);
   CHECK(d.n_params > 0);
   CHECK(d.size_bytes > 0);
+}
+
+namespace {
+struct LogCapture {
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  static void sink(LogLevel level, const char* message, void* self) {
+    auto* c = static_cast<LogCapture*>(self);
+    std::lock_guard lock(c->mutex);
+    if (level >= LogLevel::warn) c->warnings.emplace_back(message);
+  }
+};
+}  // namespace
+
+TEST_CASE("compute threads beyond the hardware's are clamped to it, with a warning", "[engine]") {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  LogCapture log;
+  set_log_sink(&LogCapture::sink, &log);
+  EngineConfig c;
+  c.threads = hw + 998;
+  std::atomic<int> pool_size{0};
+  EngineTesting::Hooks hooks;
+  hooks.before_forward = [&](ThreadPool& pool, int64_t) { pool_size = pool.size(); };
+  auto e = EngineTesting::create(model_path(), c, std::move(hooks));
+  set_log_sink(nullptr, nullptr);
+  REQUIRE(e.ok());
+  auto done = (*e)->generate(greedy({1, 5, 9}, 2));
+  REQUIRE(done.ok());
+  CHECK(done->status.is_ok());
+  CHECK(pool_size == hw);
+  std::lock_guard lock(log.mutex);
+  REQUIRE(log.warnings.size() == 1);
+  CHECK(log.warnings[0].find(std::to_string(hw + 998)) != std::string::npos);
+  CHECK(log.warnings[0].find("hardware threads") != std::string::npos);
 }

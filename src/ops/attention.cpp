@@ -96,28 +96,42 @@ Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, co
   return Status::ok();
 }
 
+namespace {
+
+struct Operand {
+  const char* name;
+  const TensorView& t;
+};
+
+// The checks kv_write and attention share: the layer against the plan, two F32 operands of one
+// shape [width, rows of the plan] on the backend's device, and a kernel for the device.
+Status check_step_operands(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
+                           const char* op, Operand a, Operand b, int64_t width) {
+  INFER_RETURN_IF_ERROR(check_layer(plan, kv, layer, rows));
+  INFER_RETURN_IF_ERROR(check_f32(be, op, a.name, a.t));
+  INFER_RETURN_IF_ERROR(check_f32(be, op, b.name, b.t));
+  INFER_RETURN_IF_ERROR(check_same_shape(op, a.t, b.t));
+  if (a.t.shape[0] != width || a.t.shape[1] != plan.n_rows)
+    return invalid_argument(std::string(op) + ": " + a.name + " " + shape_string(a.t) + " does not match the heads (" +
+                            std::to_string(width) + " values) or the " + std::to_string(plan.n_rows) + " rows");
+  if (be.device() != Device::cpu) return no_kernel(be, op);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
                 const TensorView& k, const TensorView& v) {
-  INFER_RETURN_IF_ERROR(check_layer(plan, kv, layer, rows));
-  INFER_RETURN_IF_ERROR(check_f32(be, "kv_write", "k", k));
-  INFER_RETURN_IF_ERROR(check_f32(be, "kv_write", "v", v));
-  INFER_RETURN_IF_ERROR(check_same_shape("kv_write", k, v));
-  if (k.shape[0] != static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim || k.shape[1] != plan.n_rows)
-    return invalid_argument("kv_write: K/V " + shape_string(k) + " do not match the cache's heads or the rows");
-  if (be.device() != Device::cpu) return no_kernel(be, "kv_write");
+  INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "kv_write", {"k", k}, {"v", v},
+                                             static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim));
   cpu::kv_write(kv, layer, rows, k, v);
   return Status::ok();
 }
 
 Status attention(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
                  const TensorView& q, const TensorView& out) {
-  INFER_RETURN_IF_ERROR(check_layer(plan, kv, layer, rows));
-  INFER_RETURN_IF_ERROR(check_f32(be, "attention", "q", q));
-  INFER_RETURN_IF_ERROR(check_f32(be, "attention", "out", out));
-  INFER_RETURN_IF_ERROR(check_same_shape("attention", q, out));
-  if (q.shape[0] != static_cast<int64_t>(plan.spec.n_head) * plan.spec.head_dim || q.shape[1] != plan.n_rows)
-    return invalid_argument("attention: Q " + shape_string(q) + " does not match the heads or the rows");
-  if (be.device() != Device::cpu) return no_kernel(be, "attention");
+  INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "attention", {"q", q}, {"out", out},
+                                             static_cast<int64_t>(plan.spec.n_head) * plan.spec.head_dim));
   cpu::attention(cpu_pool(be), plan, kv, layer, rows, q, out);
   return Status::ok();
 }

@@ -4,27 +4,14 @@
 #include <cassert>
 #include <cstdint>
 
+#include "core/block_hash.hpp"
+
 namespace infer {
 
 namespace {
 
 // The chain's parent key of block 0 (any fixed odd constant; the fingerprint is mixed in per block).
 constexpr uint64_t kSeedKey = 0x6a09e667f3bcc909ull;
-
-// splitmix64's finalizer: a bijection on 64 bits with full avalanche.
-constexpr uint64_t mix64(uint64_t x) noexcept {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-// Folds one value into a running hash: rotate-xor then the finalizer (order-dependent).
-constexpr uint64_t fold(uint64_t h, uint64_t v) noexcept {
-  return mix64(((h << 23) | (h >> 41)) ^ (v + 0x9e3779b97f4a7c15ull));
-}
 
 }  // namespace
 
@@ -61,9 +48,7 @@ int64_t KvCacheManager::sequence_capacity() const noexcept {
 // vLLM ran with the same scheme (Python's 64-bit hash) for years; the odds for n cached blocks are
 // about n^2 / 2^65, negligible for pools of millions of blocks.
 uint64_t KvCacheManager::block_key(uint64_t parent, std::span<const int32_t> block_tokens) const noexcept {
-  uint64_t h = fold(parent, fingerprint_);
-  for (int32_t t : block_tokens) h = fold(h, static_cast<uint32_t>(t));
-  return h;
+  return chain_block_hash(parent, fingerprint_, block_tokens);
 }
 
 int64_t KvCacheManager::first_needed_block(const Group& g, int64_t pos) const noexcept {

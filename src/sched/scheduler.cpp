@@ -3,26 +3,9 @@
 #include <algorithm>
 #include <span>
 
+#include "core/block_hash.hpp"
+
 namespace infer {
-
-namespace {
-
-// The chained identity of a block of tokens: equal hashes at block i mean (but for a 2^-64
-// collision, which would only hold a request back for nothing) equal tokens in blocks 0..i.
-uint64_t chain_hash(uint64_t parent, std::span<const int32_t> block) noexcept {
-  uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
-  for (int32_t t : block) {
-    h ^= static_cast<uint32_t>(t);
-    h *= 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  h ^= h >> 32;
-  h *= 0xd6e8feb86659fd93ull;
-  h ^= h >> 32;
-  return h;
-}
-
-}  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config, BlockBudget& budget, std::unique_ptr<SchedulerPolicy> policy)
     : config_(config),
@@ -101,7 +84,7 @@ void Scheduler::hash_blocks(SchedSequence& s, int64_t n_blocks) const {
   while (s.block_hashes.size() < want) {
     const size_t i = s.block_hashes.size();
     const uint64_t parent = i == 0 ? 0 : s.block_hashes[i - 1];
-    s.block_hashes.push_back(chain_hash(parent, std::span<const int32_t>(s.tokens).subspan(i * bs, bs)));
+    s.block_hashes.push_back(chain_block_hash(parent, 0, std::span<const int32_t>(s.tokens).subspan(i * bs, bs)));
   }
 }
 

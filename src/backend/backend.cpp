@@ -1,8 +1,12 @@
 #include "backend/backend.hpp"
 
 #include <cassert>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/checked_math.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 
 namespace infer {
 
@@ -20,6 +24,30 @@ Result<TensorView> Backend::activation(int slot, int64_t cols, int64_t rows) {
     buf = std::move(grown).value();
   }
   return TensorView::contiguous(DType::f32, 2, {cols, rows, 1, 1}, buf.data(), device());
+}
+
+CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {
+  const char* env = std::getenv("INFER_REPACK");
+  repack_ = !(env && std::string_view(env) == "0");
+}
+
+Result<TensorView> CpuBackend::prepare_weight(const TensorView& w) {
+  const QGemmKernel* k = repack_ ? load_packing_for(w) : nullptr;
+  if (!k) return w;
+  const int64_t bytes = packed_weight_bytes(*k, w);
+  auto buffer = AlignedBuffer::allocate(static_cast<size_t>(bytes));
+  if (!buffer.ok()) return buffer.status().with_context("repacking a " + shape_string(w) + " weight");
+  const int64_t groups = (w.shape[1] + k->group_rows - 1) / k->group_rows;
+  void* dst = buffer->data();
+  pool_.parallel_for(static_cast<size_t>(groups), [&](size_t begin, size_t end) {
+    pack_weight_groups(*k, w, static_cast<int64_t>(begin), static_cast<int64_t>(end), dst);
+  });
+  TensorView packed = w;
+  packed.data = dst;
+  packed.layout = Layout::cpu_packed;
+  packed_.push_back(std::move(buffer).value());
+  packed_bytes_ += static_cast<uint64_t>(bytes);
+  return packed;
 }
 
 ThreadPool& cpu_pool(Backend& be) noexcept {

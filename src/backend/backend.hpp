@@ -31,8 +31,9 @@ class Backend {
   // "cpu", "cuda:0".
   virtual std::string name() const = 0;
 
-  // The weight `w` in the form this backend's kernels read, for the model to keep. The CPU
-  // backend reads weights in place (mapped from the file), so it returns `w` itself.
+  // The weight `w` in the form this backend's kernels read, for the model to keep (valid while
+  // the backend lives). When the result's data differs from w's, the backend keeps its own copy
+  // and never reads w again (the caller may release it).
   virtual Result<TensorView> prepare_weight(const TensorView& w) = 0;
 
   // A [cols, rows] F32 activation tensor in this backend's memory. `slot` names a buffer of the
@@ -54,13 +55,19 @@ class Backend {
 };
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).
+// prepare_weight() repacks the matrices of the types with a load_packing kernel
+// (kernels/cpu/dtype_traits.hpp: Q4_0 on AVX-512 CPUs) into that kernel's interleaved
+// layout, which takes as many bytes as the file's rows; every other weight is read in place.
+// INFER_REPACK=0 in the environment turns repacking off (for comparisons).
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(ThreadPool& pool) noexcept : pool_(pool) {}
+  explicit CpuBackend(ThreadPool& pool);
 
   Device device() const noexcept override { return Device::cpu; }
   std::string name() const override { return "cpu"; }
-  Result<TensorView> prepare_weight(const TensorView& w) override { return w; }
+  Result<TensorView> prepare_weight(const TensorView& w) override;
+  // Bytes of the weights repacked so far.
+  uint64_t packed_bytes() const noexcept { return packed_bytes_; }
   Result<AlignedBuffer> allocate_kv(size_t bytes) override { return AlignedBuffer::zeros(bytes); }
   ThreadPool& pool() noexcept { return pool_; }
 
@@ -69,6 +76,9 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool& pool_;
+  bool repack_;
+  std::vector<AlignedBuffer> packed_;  // the repacked weights
+  uint64_t packed_bytes_ = 0;
 };
 
 // The pool of a CPU backend (precondition: be.device() == Device::cpu).

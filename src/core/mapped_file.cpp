@@ -121,6 +121,16 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() { release(); }
 
+void MappedFile::advise_unused(const void* p, uint64_t bytes) const noexcept {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (!mapped_ || b < data_ || bytes > size_ || static_cast<uint64_t>(b - data_) > size_ - bytes) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(b) + bytes) / page * page;
+  // A private read-only file mapping: dropped pages are read back from the file, never lost.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void MappedFile::release() noexcept {
   if (mapped_ && data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;

@@ -36,6 +36,11 @@ class MappedFile {
   std::span<const uint8_t> bytes() const noexcept { return {data_, static_cast<size_t>(size_)}; }
   const std::string& path() const noexcept { return path_; }
   bool is_mapped() const noexcept { return mapped_; }
+  // Tells the kernel that the mapped bytes [p, p + bytes) will not be read for a while (a weight
+  // repacked elsewhere at load): the whole pages inside leave the process's resident memory and
+  // are read again from the file if touched. A no-op when the file is not mapped (the bytes live
+  // in memory that must keep them) or the range is not inside the file.
+  void advise_unused(const void* p, uint64_t bytes) const noexcept;
 
  private:
   void release() noexcept;

@@ -20,6 +20,12 @@ namespace infer {
 
 enum class Device : uint8_t { cpu = 0, cuda = 1 };
 
+// How a matrix's rows lie in memory. `rows`: row i at data + i * stride[1] (every tensor of a
+// file). `cpu_packed`: a weight the CPU backend repacked at load for its tiled kernels
+// (kernels/cpu/qgemm.hpp): groups of rows interleaved block by block; row() does not address it,
+// only the matmul and the embedding (which restore a row) read it.
+enum class Layout : uint8_t { rows = 0, cpu_packed = 1 };
+
 inline constexpr int kMaxDims = 4;
 
 struct TensorView {
@@ -29,6 +35,7 @@ struct TensorView {
   std::array<uint64_t, kMaxDims> stride{0, 0, 0, 0};  // bytes
   void* data = nullptr;
   Device device = Device::cpu;
+  Layout layout = Layout::rows;
 
   int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
   int64_t rows() const { return shape[1] * shape[2] * shape[3]; }

@@ -37,8 +37,16 @@ Result<TensorView> Decoder::vector(WeightBinder& w, const std::string& name, int
 Result<TensorView> Decoder::matrix(WeightBinder& w, const std::string& name, int64_t n_in, int64_t n_out, bool required) {
   INFER_ASSIGN_OR_RETURN(const TensorInfo* t, required ? w.matrix(name, {n_in, n_out}) : w.optional_matrix(name, {n_in, n_out}));
   if (!t) return TensorView{};
-  if (prepared_for_) return prepared_for_->prepare_weight(t->view);
-  return t->view;
+  if (!prepared_for_) return t->view;
+  INFER_ASSIGN_OR_RETURN(TensorView prepared, prepared_for_->prepare_weight(t->view));
+  if (prepared.data != t->view.data) {
+    // The backend keeps its own copy (a repacked layout): one copy of the weights stays resident.
+    // The file's pages leave memory; a matrix converted at load is freed.
+    file_->file().advise_unused(t->view.data, t->view.nbytes());
+    for (ConvertedTensor& c : converted_)
+      if (&c.info == t) c.data = AlignedBuffer{};
+  }
+  return prepared;
 }
 
 Status Decoder::bind(const LoadOptions& options) {

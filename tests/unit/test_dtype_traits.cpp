@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kernels/cpu/dtype_traits.hpp"
 #include "ops/embedding.hpp"
 #include "ops/matmul.hpp"
+#include "quant_test_util.hpp"
 
 using namespace infer;
 
@@ -127,4 +129,23 @@ TEST_CASE("matmul and embed report a weight type no CPU kernel reads instead of 
   const Status e = ops::embed(be, w, tokens, *x);
   REQUIRE(e.code() == StatusCode::unsupported);
   REQUIRE(e.message().find("Q8_1") != std::string::npos);
+}
+
+TEST_CASE("the embedding reads a table the CPU backend packed at load exactly as the file's rows", "[dtype][ops][backend]") {
+  ThreadPool pool(1);
+  CpuBackend be(pool);
+  const int64_t n_embd = 64, n_vocab = 37;  // a partial last group of rows
+  const auto bytes = test::random_weights(DType::q4_0, n_vocab, n_embd, 11);
+  const TensorView table = TensorView::contiguous(DType::q4_0, 2, {n_embd, n_vocab, 1, 1}, const_cast<uint8_t*>(bytes.data()));
+  auto packed = be.prepare_weight(table);
+  REQUIRE(packed.ok());
+  REQUIRE((packed->layout == Layout::cpu_packed) == (detected_isa() >= CpuIsa::avx512));
+  const std::vector<int32_t> tokens{0, 36, 5, 16, 17, 15};
+  auto a = be.activation(0, n_embd, static_cast<int64_t>(tokens.size()));
+  auto b = be.activation(1, n_embd, static_cast<int64_t>(tokens.size()));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(ops::embed(be, table, tokens, *a, 1.0f).is_ok());
+  REQUIRE(ops::embed(be, *packed, tokens, *b, 1.0f).is_ok());
+  REQUIRE(std::memcmp(a->data, b->data, tokens.size() * n_embd * sizeof(float)) == 0);
 }

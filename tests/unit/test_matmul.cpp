@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "backend/backend.hpp"
 #include "core/half.hpp"
 #include "core/tensor.hpp"
 #include "core/thread_pool.hpp"
@@ -198,6 +199,59 @@ TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for 
       }
     }
   }
+}
+
+TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to 33 rows on every ISA, and their rows back",
+          "[matmul][qgemm][backend]") {
+  ThreadPool pool(2);
+  CpuBackend backend(pool);
+  int packed_types = 0;
+  for (const CpuTypeTraits& traits : all_cpu_types()) {
+    if (!traits.load_packing) continue;
+    const DType t = traits.type;
+    for (int64_t n_in : {32, 96, 2048}) {
+      for (int64_t n_out : {1, 15, 17, 37, 64}) {
+        const uint64_t seed = 90 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
+        const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
+        const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
+        const TensorView packed = *backend.prepare_weight(w);
+        INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out);
+        if (detected_isa() < CpuIsa::avx512) {
+          // Only CPUs with the packing kernel's ISA pack; others read the file's rows.
+          REQUIRE(packed.layout == Layout::rows);
+          REQUIRE(packed.data == w.data);
+          continue;
+        }
+        REQUIRE(packed.layout == Layout::cpu_packed);
+        REQUIRE(packed.data != w.data);
+        ++packed_types;
+        // Every row comes back byte for byte (the embedding and the lower ISAs read them so).
+        std::vector<uint8_t> row(w.row_bytes());
+        for (int64_t o = 0; o < n_out; ++o) {
+          unpack_row(packed, o, row.data());
+          REQUIRE(std::memcmp(row.data(), w.row(o), row.size()) == 0);
+        }
+        const int64_t max_rows = 33;
+        const auto x = test::activation_floats(max_rows * n_in, seed + 1);
+        std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
+        matmul_ref(w, x.data(), max_rows, n_in, expect.data(), n_out);
+        for (CpuIsa isa : supported_isas()) {
+          IsaScope scope(isa);
+          for (int64_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
+            std::vector<float> y(static_cast<size_t>(n_rows * n_out)), y_ref(y.size());
+            matmul(packed, x.data(), n_rows, n_in, y.data(), n_out, pool);
+            matmul_ref(packed, x.data(), n_rows, n_in, y_ref.data(), n_out);
+            for (size_t i = 0; i < y.size(); ++i) {
+              INFO("rows " << n_rows << " isa " << isa_name(isa) << " element " << i << " got " << y[i] << " expect " << expect[i]);
+              REQUIRE(same_bits(y[i], expect[i]));
+              REQUIRE(same_bits(y_ref[i], expect[i]));
+            }
+          }
+        }
+      }
+    }
+  }
+  if (detected_isa() >= CpuIsa::avx512) REQUIRE(packed_types > 0);
 }
 
 TEST_CASE("matmul's output (r, o) is exactly the active ISA's dot of weight row o and x row r converted once",

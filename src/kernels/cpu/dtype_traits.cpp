@@ -1,5 +1,6 @@
 #include "kernels/cpu/dtype_traits.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <iterator>
@@ -21,7 +22,8 @@ constexpr CpuTypeTraits kTable[] = {
      .dot_ref = qdot_f16_ref, .dot_avx2 = qdot_f16_avx2},
     {.type = DType::q4_0, .to_float_ref = dequantize_q4_0_ref, .to_float_avx2 = dequantize_q4_0_avx2,
      .from_float = quantize_row_q4_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q4_0_ref,
-     .dot_avx2 = qdot_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512},
+     .dot_avx2 = qdot_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512,
+     .load_packing = &qgemm_q4_0_avx512},
     {.type = DType::q4_1, .to_float_ref = dequantize_q4_1_ref, .to_float_avx2 = dequantize_q4_1_avx2,
      .vec_dot_type = DType::q8_1, .dot_ref = qdot_q4_1_ref, .dot_avx2 = qdot_q4_1_avx2},
     {.type = DType::q5_0, .to_float_ref = dequantize_q5_0_ref, .to_float_avx2 = dequantize_q5_0_avx2,
@@ -98,6 +100,32 @@ QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept {
   const CpuTypeTraits* e = cpu_type_traits(weight);
   assert(e && e->dot_ref && "no quantized dot for this type");
   return e->dot(isa);
+}
+
+const QGemmKernel* load_packing_for(const TensorView& w) noexcept {
+  if (w.layout != Layout::rows || w.device != Device::cpu || w.n_dims != 2 || active_isa() < CpuIsa::avx512) return nullptr;
+  const CpuTypeTraits* e = cpu_type_traits(w.dtype);
+  return e ? e->load_packing : nullptr;
+}
+
+int64_t packed_weight_bytes(const QGemmKernel& k, const TensorView& w) noexcept {
+  return (w.shape[1] + k.group_rows - 1) / k.group_rows * k.packed_bytes(w.shape[0]);
+}
+
+void pack_weight_groups(const QGemmKernel& k, const TensorView& w, int64_t g0, int64_t g1, void* dst) noexcept {
+  const int64_t n_in = w.shape[0], n_out = w.shape[1], group_bytes = k.packed_bytes(n_in);
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t o0 = g * k.group_rows;
+    k.pack(w.row(o0), static_cast<int64_t>(w.row_bytes()), std::min(k.group_rows, n_out - o0), n_in,
+           static_cast<uint8_t*>(dst) + g * group_bytes);
+  }
+}
+
+void unpack_row(const TensorView& w, int64_t o, void* row) noexcept {
+  assert(w.layout == Layout::cpu_packed);
+  const QGemmKernel& k = *cpu_type_traits(w.dtype)->load_packing;
+  const int64_t n_in = w.shape[0];
+  k.unpack(static_cast<const uint8_t*>(w.data) + o / k.group_rows * k.packed_bytes(n_in), o % k.group_rows, n_in, row);
 }
 
 }  // namespace infer

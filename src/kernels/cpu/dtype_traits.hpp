@@ -8,11 +8,13 @@
 //  F32         copy        copy               copy                    F32           dot.hpp   -
 //  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 -
 //  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512
-//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512
+//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
 //  Q5_0        ref, avx2   -                  -                       Q8_0          ref, avx2 -
 //  Q4_1, Q5_1  ref, avx2   -                  -                       Q8_1          ref, avx2 -
 //  Q2_K..Q6_K  ref, avx2   -                  -                       Q8_K          ref, avx2 -
 //  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
+//
+// (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512.)
 //
 // from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
 // time conversion, model files); from_float_activation converts activation rows as llama.cpp's
@@ -24,6 +26,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
+#include "core/tensor.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "kernels/cpu/qgemm.hpp"
 
@@ -43,6 +46,9 @@ struct CpuTypeTraits {
   QDotFn dot_ref;                        // nullptr for F32 (kernels/cpu/dot.hpp) and Q8_1, Q8_K
   QDotFn dot_avx2;                       // bit-identical to dot_ref
   const QGemmKernel* gemm_avx512;        // tiled kernel (kernels/cpu/qgemm.hpp), nullptr: none
+  // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
+  // (Layout::cpu_packed, on CPUs with that kernel's ISA: AVX-512); nullptr: read in place.
+  const QGemmKernel* load_packing;
 
   // The variants for an ISA (the scalar one below AVX2).
   RowToFloat to_float(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? to_float_avx2 : to_float_ref; }
@@ -71,5 +77,19 @@ DType activation_type(DType weight) noexcept;
 void prepare_activations(DType type, const float* x, void* dst, int64_t n) noexcept;
 // The dot kernel of a weight type for an ISA. Precondition: can_dequantize(weight), weight != F32.
 QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept;
+
+
+// Weights repacked at load (Layout::cpu_packed; the CPU backend does it, backend/backend.hpp).
+// The kernel that packs weight w for the active ISA, or nullptr when w stays as it is (not a
+// row-layout 2-D matrix of a type with load_packing, or an ISA below the kernel's).
+const QGemmKernel* load_packing_for(const TensorView& w) noexcept;
+// Bytes of w packed by k: one packed group per group_rows rows, the last one padded.
+int64_t packed_weight_bytes(const QGemmKernel& k, const TensorView& w) noexcept;
+// Packs groups [g0, g1) of w into dst (packed_weight_bytes(k, w) bytes; groups are independent,
+// so threads may pack disjoint ranges).
+void pack_weight_groups(const QGemmKernel& k, const TensorView& w, int64_t g0, int64_t g1, void* dst) noexcept;
+// Row o of a packed weight, restored into `row` (w.row_bytes() bytes) in its type's block
+// layout, byte for byte as in the file. Precondition: w.layout == Layout::cpu_packed.
+void unpack_row(const TensorView& w, int64_t o, void* row) noexcept;
 
 }  // namespace infer

@@ -97,7 +97,8 @@ uint8_t* packed_scratch(size_t bytes) {
 }
 
 // The tiled path (kernels/cpu/qgemm.hpp): activation rows converted once, with their side data;
-// then per group of weight rows, one packing and one tile pass over all the activation rows.
+// then per group of weight rows, one tile pass over all the activation rows with the group as
+// the CPU backend packed it at load (Layout::cpu_packed) or as packed here into scratch.
 void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits& at, const float* x, int64_t n_rows,
                  int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
   const int64_t n_in = w.shape[0], n_out = w.shape[1];
@@ -112,21 +113,47 @@ void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits&
       k.prepare_side(act + r * a_row, side + r * side_row, n_in);
     }
   });
-  const int64_t group = k.group_rows;
+  const int64_t group = k.group_rows, group_bytes = k.packed_bytes(n_in);
+  const bool prepacked = w.layout == Layout::cpu_packed;
   const auto w_row = static_cast<int64_t>(w.row_bytes());
   pool.parallel_for(static_cast<size_t>((n_out + group - 1) / group), [&](size_t begin, size_t end) {
-    uint8_t* packed = packed_scratch(static_cast<size_t>(k.packed_bytes(n_in)));
+    uint8_t* scratch = prepacked ? nullptr : packed_scratch(static_cast<size_t>(group_bytes));
     for (auto g = static_cast<int64_t>(begin); g < static_cast<int64_t>(end); ++g) {
       const int64_t o0 = g * group, count = std::min(group, n_out - o0);
-      k.pack(w.row(o0), w_row, count, n_in, packed);
+      const void* packed = scratch;
+      if (prepacked)
+        packed = static_cast<const uint8_t*>(w.data) + g * group_bytes;
+      else
+        k.pack(w.row(o0), w_row, count, n_in, scratch);
       k.multiply(packed, count, act, a_row, side, side_row, n_rows, n_in, y + o0, y_stride);
     }
   });
 }
 
+// Calls fn(o, row) for the weight rows o0 <= o < o1 in order, `row` in the weight type's block
+// layout: in place, or restored from the groups of a weight packed at load into `buffer`.
+template <class Fn>
+void for_each_row(const TensorView& w, int64_t o0, int64_t o1, uint8_t* buffer, Fn&& fn) {
+  for (int64_t o = o0; o < o1; ++o) {
+    if (w.layout != Layout::cpu_packed) {
+      fn(o, w.row(o));
+    } else {
+      unpack_row(w, o, buffer);
+      fn(o, static_cast<const void*>(buffer));
+    }
+  }
+}
+
+// Each thread's buffer for one restored weight row.
+uint8_t* row_scratch(size_t bytes) {
+  thread_local AlignedBuffer buffer;
+  return grow(buffer, bytes);
+}
+
 void check_arguments(const TensorView& w, int64_t n_rows, int64_t x_stride, int64_t y_stride) {
   assert(w.device == Device::cpu && can_dequantize(w.dtype));
   assert(w.shape[2] == 1 && w.shape[3] == 1);
+  assert(w.layout == Layout::rows || (w.dtype != DType::f32 && cpu_type_traits(w.dtype)->load_packing));
   assert(n_rows >= 0 && x_stride >= w.shape[0] && y_stride >= w.shape[1]);
   (void)w, (void)n_rows, (void)x_stride, (void)y_stride;
 }
@@ -142,8 +169,12 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   if (w.dtype == DType::f32) return matmul_f32(w, x, n_rows, x_stride, y, y_stride, pool, isa);
   const CpuTypeTraits& wt = *cpu_type_traits(w.dtype);
   const CpuTypeTraits& at = *cpu_type_traits(wt.vec_dot_type);
-  if (const QGemmKernel* k = wt.gemm(isa); k && n_rows >= k->min_rows)
+  if (w.layout == Layout::cpu_packed) {
+    assert(wt.load_packing);
+    if (isa >= CpuIsa::avx512) return matmul_gemm(*wt.load_packing, w, at, x, n_rows, x_stride, y, y_stride, pool);
+  } else if (const QGemmKernel* k = wt.gemm(isa); k && n_rows >= k->min_rows) {
     return matmul_gemm(*k, w, at, x, n_rows, x_stride, y, y_stride, pool);
+  }
 
   // Each x row is converted once; every weight row's dot then reads it.
   const auto a_row = static_cast<int64_t>(*dtype_row_bytes(at.type, static_cast<uint64_t>(n_in)));
@@ -155,12 +186,16 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
 
   const QDotFn dot = wt.dot(isa);
   const int64_t panel = panel_rows(static_cast<int64_t>(w.row_bytes()), kMaxQuantPanelRows);
+  const size_t w_row = w.row_bytes();
   pool.parallel_for(static_cast<size_t>((n_out + panel - 1) / panel), [&](size_t begin, size_t end) {
+    uint8_t* buffer = w.layout == Layout::cpu_packed ? row_scratch(w_row) : nullptr;
     for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
       const int64_t o0 = p * panel, o1 = std::min(n_out, o0 + panel);
       for (int64_t r0 = 0; r0 < n_rows; r0 += kActChunkRows) {
         const int64_t count = std::min(kActChunkRows, n_rows - r0);
-        for (int64_t o = o0; o < o1; ++o) dot(w.row(o), act + r0 * a_row, a_row, count, n_in, y + r0 * y_stride + o, y_stride);
+        for_each_row(w, o0, o1, buffer, [&](int64_t o, const void* row) {
+          dot(row, act + r0 * a_row, a_row, count, n_in, y + r0 * y_stride + o, y_stride);
+        });
       }
     }
   });
@@ -181,8 +216,10 @@ void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_s
   std::vector<uint8_t> act(static_cast<size_t>(n_rows * a_row));
   for (int64_t r = 0; r < n_rows; ++r) at.from_float_activation(x + r * x_stride, act.data() + r * a_row, n_in);
   const QDotFn dot = wt.dot_ref;
-  for (int64_t o = 0; o < n_out; ++o)
-    for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = qdot(dot, w.row(o), act.data() + r * a_row, n_in);
+  std::vector<uint8_t> buffer(w.row_bytes());
+  for_each_row(w, 0, n_out, buffer.data(), [&](int64_t o, const void* row) {
+    for (int64_t r = 0; r < n_rows; ++r) y[r * y_stride + o] = qdot(dot, row, act.data() + r * a_row, n_in);
+  });
 }
 
 }  // namespace infer

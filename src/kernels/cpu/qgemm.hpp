@@ -8,12 +8,16 @@
 // the same order, fused where the reference calls std::fma. A result therefore never depends on
 // which other rows share its tile (batch invariance).
 //
-// Use, per matmul call (kernels/cpu/matmul.cpp):
+// Use (kernels/cpu/matmul.cpp):
 //   1. each activation row is converted as usual (to Q8_0 for both types), and
 //      prepare_side() derives per-block data from it once (scales as floats, quant sums);
-//   2. per group of group_rows weight rows, pack() lays the rows out for the tile kernel
-//      (thread-local scratch of packed_bytes(n)), then multiply() writes the group's outputs for
-//      all activation rows.
+//   2. per group of group_rows weight rows, the packed group: packed at load by the CPU backend
+//      (backend/backend.hpp; the weight's Layout::cpu_packed, groups of packed_bytes(n) one after
+//      another) or, for a weight in its file's layout, packed per call by pack() into thread-local
+//      scratch; multiply() then writes the group's outputs for all activation rows.
+// A packed group takes exactly as many bytes as its rows do in the file (the same quants, the
+// same F16 scales, transposed), so a weight packed at load replaces the mapped one at no cost in
+// memory; unpack() restores any row, for the embedding and for the kernels of lower ISAs.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +25,7 @@
 namespace infer {
 
 struct QGemmKernel {
-  int64_t min_rows;    // fewest activation rows for which this beats the per-row qdot kernels
+  int64_t min_rows;    // fewest activation rows for which packing per call beats the per-row qdot kernels
   int64_t group_rows;  // weight rows pack() takes at most (fewer in the last group)
   // Bytes of side data per activation row of n elements (a multiple of 64).
   int64_t (*side_bytes)(int64_t n) noexcept;
@@ -29,12 +33,15 @@ struct QGemmKernel {
   void (*prepare_side)(const void* a, void* side, int64_t n) noexcept;
   // Bytes of one packed group for rows of n elements.
   int64_t (*packed_bytes)(int64_t n) noexcept;
-  // packed (64-byte aligned) <- weight rows 0..count-1 at w + j * w_stride bytes, 1 <= count <= group_rows.
+  // packed (any alignment) <- weight rows 0..count-1 at w + j * w_stride bytes, 1 <= count <= group_rows.
   void (*pack)(const void* w, int64_t w_stride, int64_t count, int64_t n, void* packed) noexcept;
   // y[r * y_stride + j] = dot(weight row j, activation row r) for j < count, r < n_a; activation
   // row r at a + r * a_stride bytes, its side data at side + r * side_stride bytes.
   void (*multiply)(const void* packed, int64_t count, const void* a, int64_t a_stride, const void* side,
                    int64_t side_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept;
+  // row <- weight row j (< count) of a packed group, in the weight type's own block layout,
+  // byte for byte as pack() read it. Present for the kernels a type names as its load_packing.
+  void (*unpack)(const void* packed, int64_t j, int64_t n, void* row) noexcept;
 };
 
 // The AVX-512 VNNI kernels for Q4_0 and Q8_0 weights (kernels/cpu/dtype_traits.hpp lists them

@@ -169,11 +169,21 @@ TEST_CASE("matmul equals matmul_ref bit for bit on the scalar ISA, and on every 
 }
 
 
-TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for bit for 1 to 33 rows, any n_out, every ISA",
+// Row lengths for the tiled kernels: one block, a few, and a model's.
+std::vector<int64_t> tile_row_lengths(DType t) {
+  if (dtype_traits(t)->block_size == 256) return {256, 768, 2048};
+  return {32, 96, 2048};
+}
+
+TEST_CASE("batched matmul of the types with tiled kernels equals matmul_ref bit for bit for 1 to 33 rows, any n_out, every ISA",
           "[matmul][qgemm]") {
   ThreadPool pool(2);
-  for (DType t : {DType::q4_0, DType::q8_0}) {
-    for (int64_t n_in : {32, 96, 2048}) {
+  int tiled_types = 0;
+  for (const CpuTypeTraits& traits : all_cpu_types()) {
+    if (!traits.gemm_avx512) continue;
+    ++tiled_types;
+    const DType t = traits.type;
+    for (int64_t n_in : tile_row_lengths(t)) {
       // Partial weight-row groups of every kind: 1 row, odd counts below and above 16, several groups.
       for (int64_t n_out : {1, 15, 17, 37}) {
         const uint64_t seed = 70 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
@@ -199,6 +209,7 @@ TEST_CASE("batched Q4_0 / Q8_0 matmul (tiled kernels) equals matmul_ref bit for 
       }
     }
   }
+  REQUIRE(tiled_types >= 3);
 }
 
 TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to 33 rows on every ISA, and their rows back",
@@ -209,7 +220,7 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
   for (const CpuTypeTraits& traits : all_cpu_types()) {
     if (!traits.load_packing) continue;
     const DType t = traits.type;
-    for (int64_t n_in : {32, 96, 2048}) {
+    for (int64_t n_in : tile_row_lengths(t)) {
       for (int64_t n_out : {1, 15, 17, 37, 64}) {
         const uint64_t seed = 90 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
         const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);

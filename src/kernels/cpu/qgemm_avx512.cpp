@@ -14,6 +14,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <type_traits>
@@ -326,6 +327,131 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   });
 }
 
+// ---- Q4_K: the 16 weight rows of a group in the 16 int32 lanes ----
+//
+// Packed group, per super-block i (2368 bytes, 2.8% more than the 16 rows' blocks in the file):
+//   d, dmin  f16[16] each     lane j: row j's scales
+//   sc, m    u8[8][16] each   sub-block s, lane j: row j's six-bit scale and min (kquant_scale_min)
+//   qs       u8[4][8][64]     pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3, whose
+//                             low nibbles are elements 4k..4k+3 of sub-block 2p and high nibbles
+//                             those of sub-block 2p+1
+// The nibbles are unsigned, so dpbusd takes them as they are; the mins enter through the Q8_K
+// bsums (qdot.hpp: per 64 elements, acc = fma(sc_j I_j + sc_j+1 I_j+1, dW*dA, acc) and
+// accm = fma(m_j B_j + m_j+1 B_j+1, dminW*dA, accm); the result acc - accm). No side data.
+struct Q4KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[8][kGroup];
+  uint8_t m[8][kGroup];
+  uint8_t qs[4][8][64];
+};
+static_assert(sizeof(Q4KPacked) == 2368);
+
+inline const BlockQ8_K* act_row_k(const void* a, int64_t as, int64_t r) {
+  return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * as);
+}
+
+int64_t q4k_side_bytes(int64_t) noexcept { return 0; }
+void q4k_prepare_side(const void*, void*, int64_t) noexcept {}
+int64_t q4k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(Q4KPacked)); }
+
+void q4k_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
+  auto* out = static_cast<Q4KPacked*>(packed);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    Q4KPacked& o = out[i];
+    for (int64_t j = 0; j < kGroup; ++j) {
+      // Rows past count repeat the last row with zero scales (their outputs are not stored).
+      const auto& b = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
+      const bool valid = j < count;
+      o.d[j] = valid ? b.d : 0;
+      o.dmin[j] = valid ? b.dmin : 0;
+      for (int s = 0; s < 8; ++s) {
+        const ScaleMin sm = kquant_scale_min(b.scales, s);
+        o.sc[s][j] = sm.sc;
+        o.m[s][j] = sm.m;
+      }
+      for (int p = 0; p < 4; ++p)
+        for (int k = 0; k < 8; ++k) std::memcpy(o.qs[p][k] + 4 * j, b.qs + 32 * p + 4 * k, 4);
+    }
+  }
+}
+
+void q4k_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q4KPacked*>(packed);
+  auto* out = static_cast<BlockQ4_K*>(row);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Q4KPacked& b = pk[i];
+    BlockQ4_K& o = out[i];
+    o.d = b.d[j];
+    o.dmin = b.dmin[j];
+    // The inverse of kquant_scale_min: 8 six-bit pairs fill the 12 bytes exactly.
+    for (int s = 0; s < 4; ++s) {
+      o.scales[s] = static_cast<uint8_t>(b.sc[s][j] | (b.sc[s + 4][j] >> 4) << 6);
+      o.scales[s + 4] = static_cast<uint8_t>(b.m[s][j] | (b.m[s + 4][j] >> 4) << 6);
+      o.scales[s + 8] = static_cast<uint8_t>((b.sc[s + 4][j] & 0x0F) | (b.m[s + 4][j] & 0x0F) << 4);
+    }
+    for (int p = 0; p < 4; ++p)
+      for (int k = 0; k < 8; ++k) std::memcpy(o.qs + 32 * p + 4 * k, b.qs[p][k] + 4 * j, 4);
+  }
+}
+
+inline __m512i bytes_to_i32(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// R activation rows against one packed group; lane j of acc[r] / accm[r] are row j's chains.
+template <int R>
+void q4k_tile(const Q4KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[R], accm[R];
+  for (int r = 0; r < R; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Q4KPacked& b = pk[i];
+    const __m512 dw = load_scales(b.d), dmw = load_scales(b.dmin);
+    __m512 dd[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const __m512 da = _mm512_set1_ps(act_row_k(a, as, r)[i].d);
+      dd[r] = _mm512_mul_ps(dw, da);
+      dm[r] = _mm512_mul_ps(dmw, da);
+    }
+    for (int p = 0; p < 4; ++p) {
+      __m512i i0[R], i1[R];
+      for (int r = 0; r < R; ++r) i0[r] = i1[r] = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) {
+        const __m512i q = _mm512_loadu_si512(b.qs[p][k]);
+        const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* aq = act_row_k(a, as, r)[i].qs + 64 * p + 4 * k;
+          i0[r] = _mm512_dpbusd_epi32(i0[r], lo, _mm512_set1_epi32(load_i32(aq)));
+          i1[r] = _mm512_dpbusd_epi32(i1[r], hi, _mm512_set1_epi32(load_i32(aq + 32)));
+        }
+      }
+      const __m512i sc0 = bytes_to_i32(b.sc[2 * p]), sc1 = bytes_to_i32(b.sc[2 * p + 1]);
+      const __m512i m0 = bytes_to_i32(b.m[2 * p]), m1 = bytes_to_i32(b.m[2 * p + 1]);
+      for (int r = 0; r < R; ++r) {
+        const int16_t* bs = act_row_k(a, as, r)[i].bsums + 4 * p;
+        const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(sc0, i0[r]), _mm512_mullo_epi32(sc1, i1[r]));
+        const __m512i m = _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(bs[0] + bs[1])),
+                                           _mm512_mullo_epi32(m1, _mm512_set1_epi32(bs[2] + bs[3])));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd[r], acc[r]);
+        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm[r], accm[r]);
+      }
+    }
+  }
+  const __mmask16 valid = lanes_below(count);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, _mm512_sub_ps(acc[r], accm[r]));
+}
+
+void q4k_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a,
+                  int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const Q4KPacked*>(packed);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    q4k_tile<decltype(rows)::value>(pk, count, ab + r * as, as, n, y + r * ys, ys);
+  });
+}
+
 }  // namespace
 
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, 2048 x 5632, one thread): with one row
@@ -334,6 +460,8 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 // from 4 (1.90 vs 2.34 ms).
 const QGemmKernel qgemm_q4_0_avx512{1, kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply,
                                        q4_unpack};
+const QGemmKernel qgemm_q4_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q4k_packed_bytes, q4k_pack, q4k_multiply,
+                                    q4k_unpack};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
 

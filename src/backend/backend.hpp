@@ -56,7 +56,7 @@ class Backend {
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).
 // prepare_weight() repacks the matrices of the types with a load_packing kernel
-// (kernels/cpu/dtype_traits.hpp: Q4_0 on AVX-512 CPUs) into that kernel's interleaved
+// (kernels/cpu/dtype_traits.hpp: Q4_0, Q4_K, Q6_K on AVX-512 CPUs) into that kernel's interleaved
 // layout, which takes as many bytes as the file's rows; every other weight is read in place.
 // INFER_REPACK=0 in the environment turns repacking off (for comparisons).
 class CpuBackend final : public Backend {

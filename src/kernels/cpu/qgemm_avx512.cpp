@@ -351,6 +351,7 @@ inline const BlockQ8_K* act_row_k(const void* a, int64_t as, int64_t r) {
   return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * as);
 }
 
+// The K-quant tiles read the Q8_K rows directly (scales and bsums are there).
 int64_t q4k_side_bytes(int64_t) noexcept { return 0; }
 void q4k_prepare_side(const void*, void*, int64_t) noexcept {}
 int64_t q4k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(Q4KPacked)); }
@@ -452,6 +453,122 @@ void q4k_multiply(const void* packed, int64_t count, const void* a, int64_t as, 
   });
 }
 
+// ---- Q6_K: the 16 weight rows of a group in the 16 int32 lanes ----
+//
+// Packed group, per super-block i (3360 bytes, exactly the 16 rows' blocks in the file):
+//   d        f16[16]          lane j: row j's scale
+//   sc       i8[16][16]       sub-block s, lane j: row j's scale of sub-block s
+//   ql, qh   u8[2][8][64] x3  half h, chunk c, lane j: row j's ql bytes 64h+4c.., ql bytes
+//                             64h+32+4c.. and qh bytes 32h+4c.. (4 each)
+// Element 128h + 32k + 4c + t (k = 0..3) is (ql nibble) | (qh bits 2k, 2k+1) << 4, stored with
+// +32: unsigned 0..63 for dpbusd. Its sub-block is 8h + 2k + (c >= 4); the +32 is taken off per
+// sub-block as 32 B_j (B_j: the Q8_K bsum of the sub-block's 16 activations), which starts the
+// integer sum. Then S = Σ_j sc_j I_j and acc = fma(dW * S, dA, acc) per super-block, as qdot.hpp
+// states. No side data.
+struct Q6KPacked {
+  uint16_t d[kGroup];
+  int8_t sc[16][kGroup];
+  uint8_t a[2][8][64];  // ql bytes 64h + 4c.. (elements k = 0 low nibble, k = 2 high nibble)
+  uint8_t b[2][8][64];  // ql bytes 64h + 32 + 4c.. (k = 1, k = 3)
+  uint8_t h[2][8][64];  // qh bytes 32h + 4c.. (2 bits per k)
+};
+static_assert(sizeof(Q6KPacked) == kGroup * sizeof(BlockQ6_K));
+
+int64_t q6k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(Q6KPacked)); }
+
+void q6k_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
+  auto* out = static_cast<Q6KPacked*>(packed);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    Q6KPacked& o = out[i];
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
+      o.d[j] = j < count ? blk.d : 0;
+      for (int s = 0; s < 16; ++s) o.sc[s][j] = blk.scales[s];
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 8; ++c) {
+          std::memcpy(o.a[h][c] + 4 * j, blk.ql + 64 * h + 4 * c, 4);
+          std::memcpy(o.b[h][c] + 4 * j, blk.ql + 64 * h + 32 + 4 * c, 4);
+          std::memcpy(o.h[h][c] + 4 * j, blk.qh + 32 * h + 4 * c, 4);
+        }
+    }
+  }
+}
+
+void q6k_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q6KPacked*>(packed);
+  auto* out = static_cast<BlockQ6_K*>(row);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Q6KPacked& p = pk[i];
+    BlockQ6_K& o = out[i];
+    o.d = p.d[j];
+    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) {
+        std::memcpy(o.ql + 64 * h + 4 * c, p.a[h][c] + 4 * j, 4);
+        std::memcpy(o.ql + 64 * h + 32 + 4 * c, p.b[h][c] + 4 * j, 4);
+        std::memcpy(o.qh + 32 * h + 4 * c, p.h[h][c] + 4 * j, 4);
+      }
+  }
+}
+
+// R activation rows against one packed group: lane j of acc[r] is row j's chain.
+template <int R>
+void q6k_tile(const Q6KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Q6KPacked& p = pk[i];
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {
+        // Sub-blocks 8h + 2k + half for k = 0..3, each of chunks c = 4 half .. 4 half + 3.
+        __m512i dot[4][R];
+        for (int k = 0; k < 4; ++k)
+          for (int r = 0; r < R; ++r) {
+            const int16_t bsum = act_row_k(a, as, r)[i].bsums[8 * h + 2 * k + half];
+            dot[k][r] = _mm512_set1_epi32(-32 * bsum);
+          }
+        for (int c = 4 * half; c < 4 * half + 4; ++c) {
+          const __m512i qa = _mm512_loadu_si512(p.a[h][c]), qb = _mm512_loadu_si512(p.b[h][c]);
+          const __m512i qh = _mm512_loadu_si512(p.h[h][c]);
+          const __m512i q[4] = {
+              _mm512_or_si512(_mm512_and_si512(qa, low4), _mm512_slli_epi16(_mm512_and_si512(qh, low2), 4)),
+              _mm512_or_si512(_mm512_and_si512(qb, low4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), low2), 4)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), low4),
+                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), low2), 4)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), low4),
+                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), low2), 4))};
+          for (int r = 0; r < R; ++r) {
+            const int8_t* aq = act_row_k(a, as, r)[i].qs + 128 * h + 4 * c;
+            for (int k = 0; k < 4; ++k) dot[k][r] = _mm512_dpbusd_epi32(dot[k][r], q[k], _mm512_set1_epi32(load_i32(aq + 32 * k)));
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[8 * h + 2 * k + half])));
+          for (int r = 0; r < R; ++r) sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(sc, dot[k][r]));
+        }
+      }
+    }
+    const __m512 dw = load_scales(p.d);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_cvtepi32_ps(sum[r])), _mm512_set1_ps(act_row_k(a, as, r)[i].d), acc[r]);
+  }
+  const __mmask16 valid = lanes_below(count);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, acc[r]);
+}
+
+void q6k_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a,
+                  int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const Q6KPacked*>(packed);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    q6k_tile<decltype(rows)::value>(pk, count, ab + r * as, as, n, y + r * ys, ys);
+  });
+}
+
 }  // namespace
 
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, 2048 x 5632, one thread): with one row
@@ -462,6 +579,8 @@ const QGemmKernel qgemm_q4_0_avx512{1, kGroup, q4_side_bytes, q4_prepare_side, q
                                        q4_unpack};
 const QGemmKernel qgemm_q4_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q4k_packed_bytes, q4k_pack, q4k_multiply,
                                     q4k_unpack};
+const QGemmKernel qgemm_q6_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q6k_packed_bytes, q6k_pack, q6k_multiply,
+                                    q6k_unpack};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
 

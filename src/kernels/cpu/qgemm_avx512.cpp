@@ -262,6 +262,29 @@ void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) 
   }
 }
 
+// Q5_0 weights take the Q8_0 tiles: llama.cpp runs both through the same tinyBLAS order
+// (qdot.hpp), and a Q5_0 quant (q - 16, in -16..15) is an int8 like a Q8_0 one. Packed per
+// call only: as int8 the rows take 55% more bytes than in the file.
+void q5_0_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  auto* out = static_cast<Q8Packed*>(packed);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
+      out[i].d[j] = j < count ? b.d : 0;
+      uint32_t qh;
+      std::memcpy(&qh, b.qh, 4);
+      uint8_t* q = out[i].q[j / 2] + 32 * (j % 2);
+      for (int t = 0; t < kQK / 2; ++t) {
+        const int lo = (b.qs[t] & 0x0F) | static_cast<int>((qh >> t) & 1) << 4;
+        const int hi = (b.qs[t] >> 4) | static_cast<int>((qh >> (t + kQK / 2)) & 1) << 4;
+        q[t] = static_cast<uint8_t>(lo - 16 + 128);
+        q[t + kQK / 2] = static_cast<uint8_t>(hi - 16 + 128);
+      }
+    }
+  }
+}
+
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the reference's lane tree.
 inline float lane_tree(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -581,6 +604,8 @@ const QGemmKernel qgemm_q4_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side,
                                     q4k_unpack};
 const QGemmKernel qgemm_q6_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q6k_packed_bytes, q6k_pack, q6k_multiply,
                                     q6k_unpack};
+const QGemmKernel qgemm_q5_0_avx512{8, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q5_0_pack, q8_multiply,
+                                    nullptr};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
 

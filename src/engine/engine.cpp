@@ -27,6 +27,7 @@
 #include "core/weight_type.hpp"
 #include "engine/engine_testing.hpp"
 #include "engine/kv_block_budget.hpp"
+#include "format/file_type.hpp"
 #include "format/model_file.hpp"
 #include "kv/kv_manager.hpp"
 #include "model/batch.hpp"
@@ -418,6 +419,7 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     {
       std::lock_guard lock(impl->mutex_);
       impl->publish_locked();  // stats() shows the pool before the first step
+      impl->counters_.threads = impl->pool->size();
     }
     impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
     impl->started = impl->now();
@@ -476,6 +478,7 @@ ModelDescription Engine::model() const {
   d.eos = im.tokenizer->eos_id();
   d.eot = im.tokenizer->eot_id();
   if (im.chat) d.chat_template = im.chat->name();
+  d.file_type = file_type_name(*im.file);
   return d;
 }
 

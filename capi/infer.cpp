@@ -147,11 +147,12 @@ constexpr bool lists_every_field(const FieldSpan (&fields)[N], size_t total, siz
   X(T, prefix_hit_rate) X(T, preemptions) X(T, steps) X(T, kv_blocks_total) X(T, kv_blocks_used)            \
   X(T, kv_blocks_cached) X(T, kv_blocks_free) X(T, tokenize_ms) X(T, schedule_ms) X(T, forward_ms)          \
   X(T, sample_ms) X(T, detokenize_ms) X(T, ttft_ms) X(T, tpot_ms) X(T, e2e_ms) X(T, queue_ms)               \
-  X(T, cost_per_million_tokens)
+  X(T, cost_per_million_tokens) X(T, n_threads)
 
 #define INFER_MODEL_INFO_FIELDS(X, T)                                                                        \
   X(T, architecture) X(T, name) X(T, chat_template) X(T, n_vocab) X(T, n_ctx) X(T, n_ctx_train) X(T, n_embd) \
-  X(T, n_layer) X(T, n_head) X(T, n_head_kv) X(T, n_params) X(T, size_bytes) X(T, bos) X(T, eos) X(T, eot)
+  X(T, n_layer) X(T, n_head) X(T, n_head_kv) X(T, n_params) X(T, size_bytes) X(T, bos) X(T, eos) X(T, eot)    \
+  X(T, file_type)
 
 #define INFER_CHECK_FIELD_LIST(LIST, T)                                                  \
   static_assert([] {                                                                     \
@@ -715,6 +716,7 @@ infer_status infer_engine_get_stats(infer_engine* engine, infer_engine_stats* ou
     full.e2e_ms = latency(st.e2e_ms);
     full.queue_ms = latency(st.queue_ms);
     full.cost_per_million_tokens = st.cost_per_million_tokens;
+    full.n_threads = st.threads;
     INFER_WRITE_OUTPUT(INFER_STATS_FIELDS, infer_engine_stats);
     return Status::ok();
   });
@@ -742,6 +744,7 @@ infer_status infer_engine_model_info(infer_engine* engine, infer_model_info* out
     full.bos = d.bos;
     full.eos = d.eos;
     full.eot = d.eot;
+    full.file_type = d.file_type.c_str();
     INFER_WRITE_OUTPUT(INFER_MODEL_INFO_FIELDS, infer_model_info);
     return Status::ok();
   });

@@ -6,7 +6,8 @@
 //   infer-make-model -o OUT.gguf [--arch llama|gemma3|qwen2|qwen3|phi3] [--n-embd 64] [--n-layer 2] [--n-head 4]
 //                    [--n-head-kv 2] [--head-dim N] [--n-ff 128] [--ctx 256]
 //                    [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--seed 1] [--rope-base 10000]
-//                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model] [--init default|scaled]
+//                    [--sliding-window N] [--name NAME] [--vocab tokenizer.model|VOCAB.gguf]
+//                    [--init default|scaled]
 //
 // gemma3 and qwen3: --head-dim sets attention.key_length (default n_embd / n_head). gemma3:
 // --sliding-window the local layers' window (0: none; layers follow llama.cpp's default pattern,
@@ -22,7 +23,9 @@
 // The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
 // written as llama.cpp's convert_hf_to_gguf.py writes it for a Llama model (see
-// src/tokenizer/sentencepiece_model.hpp). The embedding and output shapes follow the vocabulary.
+// src/tokenizer/sentencepiece_model.hpp), or the tokenizer.* keys of a GGUF file copied as they
+// are (llama.cpp's vocabulary-only models/ggml-vocab-llama-spm.gguf: Llama 2's and TinyLlama's
+// 32000 tokens). The embedding and output shapes follow the vocabulary.
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +37,7 @@
 
 #include "core/mapped_file.hpp"
 #include "format/gguf.hpp"
+#include "format/model_file.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "tokenizer/sentencepiece_model.hpp"
 
@@ -51,7 +55,7 @@ struct Options {
   uint64_t seed = 1;
   float rope_base = 10000.0f;
   std::string name = "libinfer random llama";
-  std::string vocab;  // a tokenizer.model; empty: the minimal byte vocabulary
+  std::string vocab;  // a tokenizer.model or a GGUF file; empty: the minimal byte vocabulary
   bool scaled_init = false;  // --init scaled: matrices at 1/sqrt(fan_in), Q and K at 2/sqrt(fan_in)
 };
 
@@ -66,7 +70,7 @@ struct Options {
                "usage: infer-make-model -o OUT.gguf [--arch llama|gemma3|qwen2|qwen3|phi3] [--n-embd N] [--n-layer N] [--n-head N]\n"
                "                        [--n-head-kv N] [--head-dim N] [--n-ff N] [--ctx N] [--type f32|f16|bf16|q8_0|q4_0]\n"
                "                        [--tied] [--seed S] [--rope-base F] [--sliding-window N] [--name NAME]\n"
-               "                        [--vocab tokenizer.model] [--init default|scaled]\n");
+               "                        [--vocab tokenizer.model|VOCAB.gguf] [--init default|scaled]\n");
   std::exit(2);
 }
 
@@ -132,6 +136,26 @@ VocabFields read_vocab(const std::string& path) {
   return std::move(fields).value();
 }
 
+bool is_gguf(const std::string& path) {
+  auto file = MappedFile::open(path);
+  if (!file.ok()) fail(file.status().message());
+  const auto bytes = file->bytes();
+  return bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0;
+}
+
+// The tokenizer.* keys of a GGUF file, and the number of its tokens.
+Metadata read_gguf_vocab(const std::string& path, int& n_vocab) {
+  auto file = ModelFile::open(path);
+  if (!file.ok()) fail(file.status().message());
+  Metadata keys;
+  for (const Metadata::Entry& e : file->metadata().entries())
+    if (e.key.rfind("tokenizer.", 0) == 0) keys.set(e.key, e.value);
+  const Array* tokens = keys.get_array("tokenizer.ggml.tokens");
+  if (!tokens || tokens->count == 0 || tokens->count > (1u << 24)) fail(path + ": no tokenizer.ggml.tokens array of 1 to 2^24 tokens");
+  n_vocab = static_cast<int>(tokens->count);
+  return keys;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,8 +215,11 @@ int main(int argc, char** argv) {
   if ((o.type == DType::q8_0 || o.type == DType::q4_0) && (o.n_embd % 32 != 0 || o.n_ff % 32 != 0 || n_embd_q % 32 != 0))
     usage_error("--type q8_0 and q4_0 need --n-embd, --n-ff and the query width (heads x head size) to be multiples of 32");
 
-  const VocabFields vocab = o.vocab.empty() ? byte_vocab() : read_vocab(o.vocab);
-  const int n_vocab = static_cast<int>(vocab.tokens.size());
+  const bool gguf_vocab = !o.vocab.empty() && is_gguf(o.vocab);
+  int n_vocab = 0;
+  const Metadata vocab_keys = gguf_vocab ? read_gguf_vocab(o.vocab, n_vocab) : Metadata{};
+  const VocabFields vocab = gguf_vocab ? VocabFields{} : o.vocab.empty() ? byte_vocab() : read_vocab(o.vocab);
+  if (!gguf_vocab) n_vocab = static_cast<int>(vocab.tokens.size());
 
   gguf::Writer w;
   Metadata& md = w.metadata();
@@ -245,6 +272,8 @@ int main(int argc, char** argv) {
     md.set("tokenizer.ggml.eos_token_id", uint32_t{2});
     md.set("tokenizer.ggml.add_bos_token", true);
     md.set("tokenizer.ggml.add_eos_token", false);
+  } else if (gguf_vocab) {
+    for (const Metadata::Entry& e : vocab_keys.entries()) md.set(e.key, e.value);
   } else {
     vocab.write_to(md);
     md.set("tokenizer.ggml.pre", "default");

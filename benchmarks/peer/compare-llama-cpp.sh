@@ -1,78 +1,101 @@
 #!/usr/bin/env bash
-# Side by side with llama.cpp on the same model files and thread count, in one run: prompt
-# processing and generation throughput of the real models of scripts/fetch-model (SmolLM2-135M
-# Q4_1, Gemma 3 270M Q4_K_M) and of a TinyLlama-1.1B-shaped model (random weights; the 4000-token
-# test vocabulary instead of 32000) in F16, Q8_0 and Q4_0. Generation is measured after the
-# prompt (llama-bench -d PROMPT_TOKENS), as infer-generate measures it. Prints a markdown table
-# for docs/benchmarks.md.
+# Side by side with llama.cpp on the same model files and thread count: prompt processing (ppP)
+# and generation from an empty context (tgN) with infer-bench --json against llama-bench -o json,
+# the two run alternately (ours, theirs, ours, theirs: --rounds times each per model, -r timed runs
+# each time); then 16 concurrent sequences, infer-bench-serving closed against llama-batched-bench
+# -npl 16 -npp 16 -ntg 128 (skipped when the llama.cpp build has no llama-batched-bench). Prints one
+# markdown table (tokens/s as mean ± standard deviation over all runs, and our rate over theirs)
+# and a line with the command, the CPU and the date, for docs/benchmarks.md.
 #
-#   benchmarks/peer/compare-llama-cpp.sh [BUILD_DIR] [THREADS] [PROMPT_TOKENS] [GEN_TOKENS]
+#   benchmarks/peer/compare-llama-cpp.sh [-b BUILD_DIR] [-t THREADS] [-p 512] [-n 128] [-r 5]
+#                                        [--rounds 2] [--models LIST] [--batched-model NAME|none]
+#                                        [--batched-gen 128]
 #
-# Models are cached in ${XDG_CACHE_HOME:-~/.cache}/libinfer/bench (about 3.5 GB) and by
-# scripts/fetch-model.
+# LIST: comma-separated names or .gguf files (default f16,q8_0,q4_0,q4_k_m). The names are the
+# TinyLlama-1.1B-shaped models (22 layers, n_embd 2048, 32 heads / 4 KV heads, n_ff 5632, random
+# weights) with TinyLlama's 32000-token vocabulary, made when missing: F16 by infer-make-model (the
+# vocabulary from llama.cpp's models/ggml-vocab-llama-spm.gguf), Q8_0, Q4_0 and Q4_K_M from it by
+# llama-quantize; and smollm2, gemma3: the real models of scripts/fetch-model. The 16-sequence
+# comparison runs on --batched-model (default q4_0; none: skip), each sequence generating
+# --batched-gen tokens.
+#
+# llama.cpp: $LLAMA_CPP_BIN, else the bin directory scripts/build-llama-cpp prints (building it when
+# missing). Models are cached in ${XDG_CACHE_HOME:-~/.cache}/libinfer/bench (about 5 GB).
 set -euo pipefail
-build=${1:-build}
-threads=${2:-2}
-n_prompt=${3:-128}
-n_gen=${4:-32}
-bin=$(scripts/build-llama-cpp | tail -n 1)
+usage() { sed -n '10,12p' "$0" | sed 's/^# *//' >&2; exit 2; }
+build=build threads=2 n_prompt=512 n_gen=128 reps=5 rounds=2 models=f16,q8_0,q4_0,q4_k_m batched_model=q4_0 batched_gen=128
+args=("$@")
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -b|-t|-p|-n|-r|--rounds|--models|--batched-model|--batched-gen)
+      [[ $# -ge 2 ]] || { echo "compare-llama-cpp.sh: $1 needs a value" >&2; usage; } ;;
+    *) echo "compare-llama-cpp.sh: unknown argument $1" >&2; usage ;;
+  esac
+  case $1 in
+    -b) build=$2 ;; -t) threads=$2 ;; -p) n_prompt=$2 ;; -n) n_gen=$2 ;; -r) reps=$2 ;;
+    --rounds) rounds=$2 ;; --models) models=$2 ;; --batched-model) batched_model=$2 ;; --batched-gen) batched_gen=$2 ;;
+  esac
+  shift 2
+done
+for v in "$threads" "$n_prompt" "$n_gen" "$reps" "$rounds" "$batched_gen"; do
+  [[ $v =~ ^[0-9]+$ ]] || { echo "compare-llama-cpp.sh: '$v' is not a number" >&2; usage; }
+done
+(( reps >= 1 && rounds >= 1 && threads >= 1 && batched_gen >= 1 && n_prompt + n_gen >= 1 )) ||
+  { echo "compare-llama-cpp.sh: -r, --rounds, -t and --batched-gen must be at least 1, and -p or -n" >&2; usage; }
+for tool in bin/infer-bench bin/infer-make-model benchmarks/infer-bench-serving; do
+  [[ -x $build/$tool ]] || { echo "compare-llama-cpp.sh: $build/$tool is missing (build it first)" >&2; exit 1; }
+done
+
+bin=${LLAMA_CPP_BIN:-$(scripts/build-llama-cpp | tail -n 1)}
+[[ -x $bin/llama-bench ]] || { echo "compare-llama-cpp.sh: no llama-bench in $bin" >&2; exit 1; }
+llama_src=${LLAMA_CPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/libinfer/llama.cpp}/llama_cpp_python-${LLAMA_CPP_PYTHON_VERSION:-0.3.36}/vendor/llama.cpp
+vocab=${LLAMA_CPP_VOCAB:-$llama_src/models/ggml-vocab-llama-spm.gguf}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/libinfer/bench
 mkdir -p "$cache"
 
-f16=$cache/tinyllama-shape-f16.gguf
-if [[ ! -f $f16 ]]; then
-  "$build/bin/infer-make-model" -o "$f16" --type f16 --vocab tests/data/tokenizer/spm-bpe.model \
-    --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --ctx 2048 --seed 5 \
-    --name "TinyLlama-1.1B shape (random weights)" 2>/dev/null
-fi
-for q in Q8_0 Q4_0; do
-  out=$cache/tinyllama-shape-$(echo $q | tr 'A-Z' 'a-z').gguf
-  [[ -f $out ]] || "$bin/llama-quantize" "$f16" "$out" $q >/dev/null 2>&1
-done
-
-# A prompt of exactly n_prompt tokens for our tool: the corpus cut by infer-tokenize.
-make_prompt() {  # output model
-  python3 - "$1" "$2" "$build" "$n_prompt" <<'PY'
-import subprocess, sys
-path, model, build, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-# The shortest prefix of the corpus that tokenizes to n tokens (a BOS may be added on top).
-text = open("tests/data/text/corpus.txt", encoding="utf-8").read()[:20 * n]
-lo, hi = 0, len(text)
-count = lambda t: len(subprocess.run([f"{build}/bin/infer-tokenize", "-m", model, "-p", t, "--no-bos"],
-                                     capture_output=True, text=True).stdout.split())
-while lo < hi:
-    mid = (lo + hi) // 2
-    if count(text[:mid]) < n: lo = mid + 1
-    else: hi = mid
-open(path, "w", encoding="utf-8").write(text[:lo])
-PY
+# The file of a model name (made when missing), or the name itself when it is a file.
+model_file() {
+  local name=$1 f16=$cache/tinyllama-1.1b-shape-v32000-f16.gguf
+  case $name in
+    smollm2|gemma3) scripts/fetch-model "$name" | tail -n 1; return ;;
+    f16|q8_0|q4_0|q4_k_m) ;;
+    *) [[ -f $name ]] || { echo "compare-llama-cpp.sh: no model '$name'" >&2; exit 1; }; echo "$name"; return ;;
+  esac
+  if [[ ! -f $f16 ]]; then
+    [[ -f $vocab ]] || { echo "compare-llama-cpp.sh: no 32000-token vocabulary at $vocab (set LLAMA_CPP_VOCAB)" >&2; exit 1; }
+    # (written atomically: a file that exists is whole)
+    "$build/bin/infer-make-model" -o "$f16" --type f16 --vocab "$vocab" --n-embd 2048 --n-layer 22 --n-head 32 \
+      --n-head-kv 4 --n-ff 5632 --ctx 2048 --seed 5 --name "TinyLlama-1.1B shape (random weights)" >&2
+  fi
+  local out=$cache/tinyllama-1.1b-shape-v32000-$name.gguf
+  if [[ ! -f $out ]]; then
+    "$bin/llama-quantize" "$f16" "$out.tmp" "$(echo "$name" | tr a-z A-Z)" >/dev/null 2>&1 ||
+      { echo "compare-llama-cpp.sh: llama-quantize $name failed" >&2; exit 1; }
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
 }
-prompt_file=$(mktemp)
-trap 'rm -f "$prompt_file"' EXIT
+label() {
+  case $1 in
+    smollm2) echo "SmolLM2-135M Q4_1" ;; gemma3) echo "Gemma 3 270M Q4_K_M" ;;
+    f16|q8_0|q4_0|q4_k_m) echo "TinyLlama-1.1B shape $(echo "$1" | tr a-z A-Z)" ;;
+    *) basename "$1" .gguf ;;
+  esac
+}
 
-models=("SmolLM2-135M Q4_1=$(scripts/fetch-model smollm2 | tail -n 1)"
-        "Gemma 3 270M Q4_K_M=$(scripts/fetch-model gemma3 | tail -n 1)")
-for m in f16 q8_0 q4_0; do models+=("TinyLlama shape $(echo $m | tr a-z A-Z)=$cache/tinyllama-shape-$m.gguf"); done
+entries=()
+IFS=, read -ra names <<<"$models"
+for m in "${names[@]}"; do entries+=("$(label "$m")=$(model_file "$m")"); done
+batched=()
+if [[ $batched_model != none ]]; then
+  if [[ -x $bin/llama-batched-bench ]]; then
+    batched=(--batched "$(label "$batched_model")=$(model_file "$batched_model")" --batched-gen "$batched_gen")
+  else
+    echo "compare-llama-cpp.sh: no llama-batched-bench in $bin: the 16-sequence comparison is skipped" >&2
+  fi
+fi
 
-printf '| model | engine | prompt tokens/s (pp%d) | generation tokens/s (tg%d after pp%d) |\n| --- | --- | ---: | ---: |\n' \
-  "$n_prompt" "$n_gen" "$n_prompt"
-for entry in "${models[@]}"; do
-  label=${entry%%=*}
-  file=${entry#*=}
-  make_prompt "$prompt_file" "$file"
-  ours=$("$build/bin/infer-generate" -m "$file" -f "$prompt_file" -n "$n_gen" --temp 0 --ignore-eos -t "$threads" \
-    -b "$n_prompt" 2>&1 >/dev/null | tail -n 1)
-  pp=$(echo "$ours" | sed -nE 's/.*prompt [0-9]+ tokens, [0-9.]+ ms, ([0-9.]+) tokens\/s.*/\1/p')
-  tg=$(echo "$ours" | sed -nE 's/.*generated [0-9]+ tokens, [0-9.]+ ms, ([0-9.]+) tokens\/s.*/\1/p')
-  printf '| %s | libinfer | %s | %s |\n' "$label" "$pp" "$tg"
-  pp_csv=$("$bin/llama-bench" -m "$file" -p "$n_prompt" -n 0 -t "$threads" -r 2 -o csv 2>/dev/null)
-  tg_csv=$("$bin/llama-bench" -m "$file" -p 0 -n "$n_gen" -d "$n_prompt" -t "$threads" -r 2 -o csv 2>/dev/null)
-  llama=$(python3 -c "
-import csv, io, sys
-pp = list(csv.DictReader(io.StringIO(sys.argv[1])))[0]
-tg = list(csv.DictReader(io.StringIO(sys.argv[2])))[0]
-print(f\"{float(pp['avg_ts']):.2f} {float(tg['avg_ts']):.2f}\")" "$pp_csv" "$tg_csv")
-  printf '| %s | llama.cpp | %s | %s |\n' "$label" ${llama% *} ${llama#* }
-done
+python3 benchmarks/peer/compare.py --build "$build" --llama-bin "$bin" --threads "$threads" -p "$n_prompt" -n "$n_gen" \
+  -r "$reps" --rounds "$rounds" "${batched[@]}" "${entries[@]}"
 echo
-echo "command: benchmarks/peer/compare-llama-cpp.sh $build $threads $n_prompt $n_gen ($(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F))"
+echo "command: benchmarks/peer/compare-llama-cpp.sh ${args[*]} (llama.cpp: $bin; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F))"

@@ -399,6 +399,7 @@ typedef struct infer_engine_stats {
   double tokenize_ms, schedule_ms, forward_ms, sample_ms, detokenize_ms; /* summed */
   infer_latency ttft_ms, tpot_ms, e2e_ms, queue_ms; /* over the last metrics_window requests */
   double cost_per_million_tokens;
+  int32_t n_threads;        /* compute threads in use: params.n_threads (0 = all cores) clamped to the hardware's */
 } infer_engine_stats;
 
 /* Fills *out (up to out->struct_size). INFER_ERR_INVALID_ARGUMENT for NULL arguments or a
@@ -417,6 +418,8 @@ typedef struct infer_model_info {
   int64_t n_params;
   uint64_t size_bytes;         /* bytes of tensor data */
   int32_t bos, eos, eot;       /* special token ids; -1 when none */
+  const char *file_type;       /* the file's weight type as llama.cpp names it ("Q4_0", "Q4_K - Medium",
+                                  "F16"; "(guessed) ..." without general.file_type); borrowed likewise */
 } infer_model_info;
 
 /* Fills *out (up to out->struct_size); INFER_ERR_INVALID_ARGUMENT as for infer_engine_get_stats. */

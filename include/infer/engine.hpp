@@ -208,6 +208,7 @@ struct EngineStats {
   double tokenize_ms = 0, schedule_ms = 0, forward_ms = 0, sample_ms = 0, detokenize_ms = 0;
   LatencySummary ttft_ms, tpot_ms, e2e_ms, queue_ms;  // over the last metrics_window requests
   double cost_per_million_tokens = 0;                  // price_per_hour * uptime / generated tokens
+  int threads = 0;  // compute threads in use: EngineConfig::threads (0: all cores) clamped to the hardware's
 };
 
 struct ModelDescription {
@@ -220,6 +221,10 @@ struct ModelDescription {
   uint64_t size_bytes = 0;      // bytes of the file's tensor data
   int32_t bos = -1, eos = -1, eot = -1;  // special token ids; -1 when the vocabulary has none
   std::string chat_template;    // the chat format used for messages; "" when the model has none
+  // The file's weight type as llama.cpp names it ("Q4_0", "Q4_K - Medium", "F16", "all F32"): its
+  // general.file_type, else guessed from its tensors ("(guessed) Q8_0"). Not changed by
+  // EngineConfig::weight_type.
+  std::string file_type;
 };
 
 class INFER_API Engine {

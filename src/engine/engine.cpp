@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -19,12 +20,14 @@
 #include <unordered_map>
 
 #include "core/log.hpp"
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "core/thread_pool.hpp"
 #include "core/timer.hpp"
 #include "core/weight_type.hpp"
 #include "engine/engine_testing.hpp"
 #include "engine/kv_block_budget.hpp"
+#include "format/file_type.hpp"
 #include "format/model_file.hpp"
 #include "kv/kv_manager.hpp"
 #include "model/batch.hpp"
@@ -311,7 +314,17 @@ Status Engine::check_invariants() {
 }
 
 Engine::~Engine() {
-  if (impl_) shutdown(false);
+  if (!impl_) return;
+  shutdown(false);
+  if (profiling_enabled()) {
+    // INFER_PROFILE: the ops' table (core/profile.hpp) on stderr, beside this engine's forward
+    // time; the profile is the process's, so it is cleared for the next engine.
+    const std::string table = OpProfile::global().table();
+    OpProfile::global().clear();
+    const EngineStats st = stats();
+    std::fprintf(stderr, "%sINFER_PROFILE: the engine ran %lld steps, %.3f ms in forward passes\n", table.c_str(),
+                 static_cast<long long>(st.steps), st.forward_ms);
+  }
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const std::string& model_path, const EngineConfig& config) {
@@ -406,6 +419,7 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     {
       std::lock_guard lock(impl->mutex_);
       impl->publish_locked();  // stats() shows the pool before the first step
+      impl->counters_.threads = impl->pool->size();
     }
     impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
     impl->started = impl->now();
@@ -464,6 +478,7 @@ ModelDescription Engine::model() const {
   d.eos = im.tokenizer->eos_id();
   d.eot = im.tokenizer->eot_id();
   if (im.chat) d.chat_template = im.chat->name();
+  d.file_type = file_type_name(*im.file);
   return d;
 }
 

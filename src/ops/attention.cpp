@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
@@ -57,6 +58,7 @@ Status check_layer(const AttentionPlan& plan, const KvView& kv, int layer, const
 }  // namespace
 
 Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, const AttentionSpec& s) {
+  const OpTimer timer("attention_plan");
   n_rows = -1;  // unusable until the checks pass
   INFER_RETURN_IF_ERROR(check_rows(r, kv, s));
   spec = s;
@@ -122,6 +124,7 @@ Status check_step_operands(Backend& be, const AttentionPlan& plan, const KvView&
 
 Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
                 const TensorView& k, const TensorView& v) {
+  const OpTimer timer("kv_write");
   INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "kv_write", {"k", k}, {"v", v},
                                              static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim));
   cpu::kv_write(kv, layer, rows, k, v);
@@ -130,6 +133,7 @@ Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int la
 
 Status attention(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
                  const TensorView& q, const TensorView& out) {
+  const OpTimer timer("attention");
   INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "attention", {"q", q}, {"out", out},
                                              static_cast<int64_t>(plan.spec.n_head) * plan.spec.head_dim));
   cpu::attention(cpu_pool(be), plan, kv, layer, rows, q, out);

@@ -1,5 +1,6 @@
 #include "ops/elementwise.hpp"
 
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
@@ -7,6 +8,7 @@
 namespace infer::ops {
 
 Status add(Backend& be, const TensorView& x, const TensorView& y) {
+  const OpTimer timer("add");
   INFER_RETURN_IF_ERROR(check_f32(be, "add", "x", x));
   INFER_RETURN_IF_ERROR(check_f32(be, "add", "y", y));
   INFER_RETURN_IF_ERROR(check_same_shape("add", x, y));
@@ -16,6 +18,7 @@ Status add(Backend& be, const TensorView& x, const TensorView& y) {
 }
 
 Status add_bias(Backend& be, const TensorView& x, const TensorView& bias) {
+  const OpTimer timer("add_bias");
   INFER_RETURN_IF_ERROR(check_f32(be, "add_bias", "x", x));
   if (bias.dtype != DType::f32 || bias.numel() != x.shape[0] || bias.device != be.device())
     return invalid_argument("add_bias: bias " + shape_string(bias) + " does not match rows of " + std::to_string(x.shape[0]));
@@ -25,6 +28,7 @@ Status add_bias(Backend& be, const TensorView& x, const TensorView& bias) {
 }
 
 Status scale(Backend& be, const TensorView& x, float s) {
+  const OpTimer timer("scale");
   INFER_RETURN_IF_ERROR(check_f32(be, "scale", "x", x));
   if (be.device() != Device::cpu) return no_kernel(be, "scale");
   cpu::scale(x, s);
@@ -32,6 +36,7 @@ Status scale(Backend& be, const TensorView& x, float s) {
 }
 
 Status softcap(Backend& be, const TensorView& x, float cap) {
+  const OpTimer timer("softcap");
   INFER_RETURN_IF_ERROR(check_f32(be, "softcap", "x", x));
   if (!(cap > 0)) return invalid_argument("softcap: the cap must be positive");
   if (be.device() != Device::cpu) return no_kernel(be, "softcap");
@@ -40,6 +45,7 @@ Status softcap(Backend& be, const TensorView& x, float cap) {
 }
 
 Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out) {
+  const OpTimer timer("glu");
   INFER_RETURN_IF_ERROR(check_f32(be, "glu", "gate", gate));
   INFER_RETURN_IF_ERROR(check_f32(be, "glu", "up", up));
   INFER_RETURN_IF_ERROR(check_f32(be, "glu", "out", out));
@@ -51,6 +57,7 @@ Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView
 }
 
 Status copy_rows(Backend& be, const TensorView& x, std::span<const int32_t> rows, const TensorView& out) {
+  const OpTimer timer("copy_rows");
   INFER_RETURN_IF_ERROR(check_f32(be, "copy_rows", "x", x));
   INFER_RETURN_IF_ERROR(check_f32(be, "copy_rows", "out", out));
   if (out.shape[0] != x.shape[0] || out.shape[1] != static_cast<int64_t>(rows.size()))

@@ -1,5 +1,6 @@
 #include "ops/embedding.hpp"
 
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "ops/cpu_impl.hpp"
@@ -8,6 +9,7 @@
 namespace infer::ops {
 
 Status embed(Backend& be, const TensorView& table, std::span<const int32_t> tokens, const TensorView& out, float scale) {
+  const OpTimer timer("embed");
   INFER_RETURN_IF_ERROR(check_f32(be, "embed", "out", out));
   if (table.n_dims != 2 || table.shape[0] != out.shape[0] || out.shape[1] != static_cast<int64_t>(tokens.size()))
     return invalid_argument("embed: table " + shape_string(table) + " and output " + shape_string(out) + " do not fit " +

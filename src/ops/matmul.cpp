@@ -1,5 +1,6 @@
 #include "ops/matmul.hpp"
 
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "ops/cpu_impl.hpp"
@@ -8,6 +9,7 @@
 namespace infer::ops {
 
 Status matmul(Backend& be, const TensorView& w, const TensorView& x, const TensorView& y) {
+  const OpTimer timer("matmul", w.dtype);
   INFER_RETURN_IF_ERROR(check_f32(be, "matmul", "x", x));
   INFER_RETURN_IF_ERROR(check_f32(be, "matmul", "y", y));
   if (w.n_dims != 2 || w.device != be.device() || w.shape[0] != x.shape[0] || w.shape[1] != y.shape[0] || x.shape[1] != y.shape[1])

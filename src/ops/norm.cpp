@@ -1,5 +1,6 @@
 #include "ops/norm.hpp"
 
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
@@ -7,6 +8,7 @@
 namespace infer::ops {
 
 Status rms_norm(Backend& be, const TensorView& x, const TensorView& w, const TensorView& y, float eps) {
+  const OpTimer timer("rms_norm");
   INFER_RETURN_IF_ERROR(check_f32(be, "rms_norm", "x", x));
   INFER_RETURN_IF_ERROR(check_f32(be, "rms_norm", "y", y));
   INFER_RETURN_IF_ERROR(check_same_shape("rms_norm", x, y));

@@ -1,5 +1,6 @@
 #include "ops/rope.hpp"
 
+#include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
@@ -7,6 +8,7 @@
 namespace infer::ops {
 
 Status rope_table(Backend& be, const RopeSpec& spec, std::span<const int32_t> positions, const TensorView& table) {
+  const OpTimer timer("rope_table");
   INFER_RETURN_IF_ERROR(check_f32(be, "rope_table", "table", table));
   if (spec.n_rot <= 0 || spec.n_rot % 2 != 0 || table.shape[0] < spec.n_rot ||
       table.shape[1] != static_cast<int64_t>(positions.size()))
@@ -20,6 +22,7 @@ Status rope_table(Backend& be, const RopeSpec& spec, std::span<const int32_t> po
 }
 
 Status rope(Backend& be, const TensorView& x, int n_heads, int head_dim, int n_rot, RopeStyle style, const TensorView& table) {
+  const OpTimer timer("rope");
   INFER_RETURN_IF_ERROR(check_f32(be, "rope", "x", x));
   INFER_RETURN_IF_ERROR(check_f32(be, "rope", "table", table));
   if (n_heads <= 0 || head_dim <= 0 || n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0 ||

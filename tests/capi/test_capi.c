@@ -931,11 +931,13 @@ static void case_info_stats(void) {
   CHECK(info.bos == 1 && info.eos == 2);
   /* F32 weights: four bytes each. */
   CHECK(info.n_params > 0 && info.size_bytes == (uint64_t)info.n_params * 4);
+  CHECK(info.file_type != NULL && strcmp(info.file_type, "all F32") == 0); /* general.file_type 0 */
 
   st.struct_size = sizeof st;
   CHECK_OK(e, infer_engine_get_stats(e, &st));
   CHECK(st.generated_tokens == 0 && st.requests_finished == 0 && st.kv_blocks_used == 0);
   CHECK(st.kv_blocks_total > 0 && st.kv_blocks_total == st.kv_blocks_used + st.kv_blocks_cached + st.kv_blocks_free);
+  CHECK(st.n_threads >= 1 && st.n_threads <= 2); /* n_threads 2, clamped to the hardware's */
 
   greedy_params(&rp, "Once upon a time", 10);
   CHECK_OK(e, infer_engine_tokenize(e, rp.prompt, strlen(rp.prompt), 1, 1, ids, 64, &n_prompt));

@@ -7,6 +7,7 @@ model (rebuilt with infer-make-model from tests/data/models/make-model.args):
   - --top-probs prints one "top:" line per generated token, led by the greedy choice; the timing
     line on stderr keeps the fields scripts parse;
   - bad arguments exit 2, unreadable models exit 1, both with one line on stderr;
+  - infer-make-model --vocab FILE.gguf takes that file's vocabulary (the same token ids);
   - the user-facing tools are hosts like any other: examples/ and the serving benchmark include
     public headers only, and infer-generate, infer-chat and infer-perplexity load libinfer.so.
 
@@ -145,6 +146,14 @@ with tempfile.TemporaryDirectory() as tmp:
     _, err = run([tool("infer-make-model"), "-o", os.path.join(tmp, "x.gguf"), "--type", "q4_0", "--n-embd", "48",
                   "--n-head", "4", "--n-head-kv", "2", "--n-ff", "64"], expect_rc=2)
     check("multiples of 32" in err, f"--type q4_0 with n_embd 48: {err!r}")
+    # --vocab FILE.gguf copies that file's tokenizer.* keys: the new model tokenizes as it does.
+    vm = os.path.join(tmp, "vocab-from-gguf.gguf")
+    run([tool("infer-make-model"), "-o", vm, "--vocab", model, "--n-embd", "64", "--n-layer", "1", "--n-head", "4",
+         "--n-head-kv", "2", "--n-ff", "64"])
+    text = "The GNU General Public License is a free, copyleft license"
+    ids_a, _ = run([tool("infer-tokenize"), "-m", model, "-p", text])
+    ids_b, _ = run([tool("infer-tokenize"), "-m", vm, "-p", text])
+    check(ids_a == ids_b and len(ids_a.split()) > 3, f"--vocab {model}: tokenized {ids_b!r}, the vocabulary's file {ids_a!r}")
 
     _, err = run(gen + ["--weight-type", "q5_0"], expect_rc=2)
     check("--weight-type" in err, f"--weight-type q5_0: {err!r}")

@@ -171,6 +171,7 @@ class EngineStats(ctypes.Structure):
         ("e2e_ms", Latency),
         ("queue_ms", Latency),
         ("cost_per_million_tokens", c_double),
+        ("n_threads", c_int32),
     ]
 
 
@@ -192,6 +193,7 @@ class ModelInfo(ctypes.Structure):
         ("bos", c_int32),
         ("eos", c_int32),
         ("eot", c_int32),
+        ("file_type", c_char_p),
     ]
 
 

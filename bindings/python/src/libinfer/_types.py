@@ -126,6 +126,7 @@ class ModelInfo:
     bos: int
     eos: int
     eot: int
+    file_type: str
 
 
 def _reason(code):

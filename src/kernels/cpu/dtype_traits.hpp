@@ -10,7 +10,8 @@
 //  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512
 //  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
 //  Q5_0        ref, avx2   -                  -                       Q8_0          ref, avx2 avx512
-//  Q4_1, Q5_1  ref, avx2   -                  -                       Q8_1          ref, avx2 -
+//  Q4_1        ref, avx2   -                  -                       Q8_1          ref, avx2 avx512
+//  Q5_1        ref, avx2   -                  -                       Q8_1          ref, avx2 -
 //  Q4_K, Q6_K  ref, avx2   -                  -                       Q8_K          ref, avx2 avx512*
 //  Q2_K, Q3_K  ref, avx2   -                  -                       Q8_K          ref, avx2 -
 //  Q5_K

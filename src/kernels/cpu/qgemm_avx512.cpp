@@ -350,6 +350,98 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   });
 }
 
+// ---- Q4_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----
+//
+// llama.cpp's vec_dot order (qdot.hpp): the 8 lanes s_p = fma(dW * dA, I_p, s_p) of Q8_0, and
+// mins = fma(mW, sA, mins) per block; the result is the lane tree plus mins. The nibbles are
+// unsigned, so dpbusd needs no correction. Packed per call only (one byte per nibble).
+// Packed group, per block i (576 bytes):
+//   d, m   f16[16] each   lane j: row j's scale and min (0 past count)
+//   q      u8[8][64]      pair j: bytes 0-31 row 2j's nibbles in element order, 32-63 row 2j + 1's
+struct Q41Packed {
+  uint16_t d[kGroup];
+  uint16_t m[kGroup];
+  uint8_t q[kPairs][64];
+};
+static_assert(sizeof(Q41Packed) == 576);
+
+inline const BlockQ8_1* act_row_1(const void* a, int64_t as, int64_t r) {
+  return reinterpret_cast<const BlockQ8_1*>(static_cast<const uint8_t*>(a) + r * as);
+}
+
+int64_t q41_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q41Packed)); }
+
+void q41_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  auto* out = static_cast<Q41Packed*>(packed);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
+      out[i].d[j] = j < count ? b.d : 0;
+      out[i].m[j] = j < count ? b.m : 0;
+      uint8_t* q = out[i].q[j / 2] + 32 * (j % 2);
+      for (int t = 0; t < kQK / 2; ++t) {
+        q[t] = b.qs[t] & 0x0F;
+        q[t + kQK / 2] = b.qs[t] >> 4;
+      }
+    }
+  }
+}
+
+template <int P, int R>
+void q41_tile(const Q41Packed* pk, int64_t j0, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  __m512 acc[P][R], mins[R];
+  for (int r = 0; r < R; ++r) {
+    mins[r] = _mm512_setzero_ps();
+    for (int q = 0; q < P; ++q) acc[q][r] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m512 dw16 = load_scales(pk[i].d), mw16 = load_scales(pk[i].m);
+    __m512i aq[R];
+    __m512 dd16[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8_1& ab = act_row_1(a, as, r)[i];
+      aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
+      dd16[r] = _mm512_mul_ps(dw16, _mm512_set1_ps(half(ab.d)));
+      mins[r] = _mm512_fmadd_ps(mw16, _mm512_set1_ps(half(ab.s)), mins[r]);
+    }
+    for (int q = 0; q < P; ++q) {
+      const __m512i wq = _mm512_loadu_si512(pk[i].q[j0 + q]);
+      const __m512i lanes = pair_lanes(j0 + q);
+      for (int r = 0; r < R; ++r) {
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq[r]);
+        acc[q][r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, dd16[r]), _mm512_cvtepi32_ps(dot), acc[q][r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(64) float m[kGroup];
+    _mm512_store_ps(m, mins[r]);
+    for (int q = 0; q < P; ++q) {
+      const int64_t o = 2 * (j0 + q);
+      y[r * ys + o] = lane_tree(_mm512_castps512_ps256(acc[q][r])) + m[o];
+      if (o + 1 < count) y[r * ys + o + 1] = lane_tree(_mm512_extractf32x8_ps(acc[q][r], 1)) + m[o + 1];
+    }
+  }
+}
+
+template <int R>
+void q41_rows(const Q41Packed* pk, int64_t count, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  const int64_t pairs = (count + 1) / 2;
+  int64_t j = 0;
+  for (; j + 2 <= pairs; j += 2) q41_tile<2, R>(pk, j, count, a, as, n, y, ys);
+  if (j < pairs) q41_tile<1, R>(pk, j, count, a, as, n, y, ys);
+}
+
+void q41_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a,
+                  int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const Q41Packed*>(packed);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    q41_rows<decltype(rows)::value>(pk, count, ab + r * as, as, n, y + r * ys, ys);
+  });
+}
+
 // ---- Q4_K: the 16 weight rows of a group in the 16 int32 lanes ----
 //
 // Packed group, per super-block i (2368 bytes, 2.8% more than the 16 rows' blocks in the file):
@@ -374,7 +466,7 @@ inline const BlockQ8_K* act_row_k(const void* a, int64_t as, int64_t r) {
   return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * as);
 }
 
-// The K-quant tiles read the Q8_K rows directly (scales and bsums are there).
+// The Q4_1 and K-quant tiles read the Q8_1 / Q8_K rows directly (scales and sums are there).
 int64_t q4k_side_bytes(int64_t) noexcept { return 0; }
 void q4k_prepare_side(const void*, void*, int64_t) noexcept {}
 int64_t q4k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(Q4KPacked)); }
@@ -605,6 +697,8 @@ const QGemmKernel qgemm_q4_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side,
 const QGemmKernel qgemm_q6_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q6k_packed_bytes, q6k_pack, q6k_multiply,
                                     q6k_unpack};
 const QGemmKernel qgemm_q5_0_avx512{8, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q5_0_pack, q8_multiply,
+                                    nullptr};
+const QGemmKernel qgemm_q4_1_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q41_packed_bytes, q41_pack, q41_multiply,
                                     nullptr};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};

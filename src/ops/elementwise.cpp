@@ -52,7 +52,7 @@ Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView
   INFER_RETURN_IF_ERROR(check_same_shape("glu", gate, up));
   INFER_RETURN_IF_ERROR(check_same_shape("glu", gate, out));
   if (be.device() != Device::cpu) return no_kernel(be, "glu");
-  cpu::glu(act, gate, up, out);
+  cpu::glu(cpu_pool(be), act, gate, up, out);
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/thread_pool.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "ops/cpu_impl.hpp"
 #include "ops/op_util.hpp"
@@ -26,13 +27,16 @@ void softcap(const TensorView& x, float cap) {
   }
 }
 
-void glu(Activation act, const TensorView& gate, const TensorView& up, const TensorView& out) {
-  for (int64_t r = 0; r < gate.shape[1]; ++r) {
-    if (act == Activation::silu)
-      silu_mul(row_f32(gate, r), row_f32(up, r), row_f32(out, r), gate.shape[0]);
-    else
-      gelu_mul(row_f32(gate, r), row_f32(up, r), row_f32(out, r), gate.shape[0]);
-  }
+void glu(ThreadPool& pool, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out) {
+  // Rows are independent: split over the threads (a prompt's rows are n_ff wide each).
+  pool.parallel_for(static_cast<size_t>(gate.shape[1]), [&](size_t begin, size_t end) {
+    for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
+      if (act == Activation::silu)
+        silu_mul(row_f32(gate, r), row_f32(up, r), row_f32(out, r), gate.shape[0]);
+      else
+        gelu_mul(row_f32(gate, r), row_f32(up, r), row_f32(out, r), gate.shape[0]);
+    }
+  });
 }
 
 void copy_rows(const TensorView& x, std::span<const int32_t> rows, const TensorView& out) {

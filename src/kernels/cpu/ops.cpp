@@ -1,5 +1,7 @@
 #include "kernels/cpu/ops.hpp"
 
+#include "core/cpu_features.hpp"
+
 #include <cmath>
 #include <vector>
 
@@ -86,13 +88,19 @@ float gelu_tanh(float x) noexcept {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
 }
 
-void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
-  // ggml's table: one f16 result per f16 input, built once.
+const uint16_t* gelu_f16_table() noexcept {
+  // ggml's table: one f16 result per f16 input, built once; one entry more, so that a 32-bit
+  // gather at any index stays inside.
   static const std::vector<uint16_t> table = [] {
-    std::vector<uint16_t> t(1 << 16);
-    for (uint32_t i = 0; i < t.size(); ++i) t[i] = f32_to_f16(gelu_tanh(f16_to_f32(static_cast<uint16_t>(i))));
+    std::vector<uint16_t> t((1 << 16) + 1, 0);
+    for (uint32_t i = 0; i < (1u << 16); ++i) t[i] = f32_to_f16(gelu_tanh(f16_to_f32(static_cast<uint16_t>(i))));
     return t;
   }();
+  return table.data();
+}
+
+void gelu_mul_ref(const float* g, const float* u, float* y, int64_t n) noexcept {
+  const uint16_t* table = gelu_f16_table();
   for (int64_t i = 0; i < n; ++i) {
     const float x = g[i];
     if (x <= -10.0f) {
@@ -103,6 +111,11 @@ void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
       y[i] = f16_to_f32(table[f32_to_f16(x)]) * u[i];
     }
   }
+}
+
+void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
+  if (active_isa() >= CpuIsa::avx2) return gelu_mul_avx2(g, u, y, n);
+  gelu_mul_ref(g, u, y, n);
 }
 
 void scale_inplace(float* x, float s, int64_t n) noexcept {

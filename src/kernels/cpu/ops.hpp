@@ -17,8 +17,13 @@ void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept;
 
 // y = gelu(g) * u, element-wise, with GELU's tanh approximation evaluated as ggml's CPU backend
 // does: g rounded to f16, gelu(that value) in float rounded to f16 (its lookup table), g <= -10
-// giving 0 and g >= 10 giving g itself.
+// giving 0 and g >= 10 giving g itself. gelu_mul runs the variant for active_isa(); the AVX2 one
+// (F16C conversions, a gather from the table) is bit-identical to the scalar reference.
 void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept;
+void gelu_mul_ref(const float* g, const float* u, float* y, int64_t n) noexcept;
+void gelu_mul_avx2(const float* g, const float* u, float* y, int64_t n) noexcept;
+// The table both read: 65537 entries, entry h = f16(gelu_tanh(h as f16)), the last one 0.
+const uint16_t* gelu_f16_table() noexcept;
 // The tanh-approximated GELU in float: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))).
 float gelu_tanh(float x) noexcept;
 

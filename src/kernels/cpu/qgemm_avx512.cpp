@@ -262,6 +262,14 @@ void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) 
   }
 }
 
+// The 16 qs bytes of a Q4_0/Q4_1/Q5_0 block as 32 nibbles in element order (low nibbles are
+// elements 0..15, high nibbles 16..31).
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+}
+
 // Q5_0 weights take the Q8_0 tiles: llama.cpp runs both through the same tinyBLAS order
 // (qdot.hpp), and a Q5_0 quant (q - 16, in -16..15) is an int8 like a Q8_0 one. Packed per
 // call only: as int8 the rows take 55% more bytes than in the file.
@@ -274,13 +282,9 @@ void q5_0_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed
       out[i].d[j] = j < count ? b.d : 0;
       uint32_t qh;
       std::memcpy(&qh, b.qh, 4);
-      uint8_t* q = out[i].q[j / 2] + 32 * (j % 2);
-      for (int t = 0; t < kQK / 2; ++t) {
-        const int lo = (b.qs[t] & 0x0F) | static_cast<int>((qh >> t) & 1) << 4;
-        const int hi = (b.qs[t] >> 4) | static_cast<int>((qh >> (t + kQK / 2)) & 1) << 4;
-        q[t] = static_cast<uint8_t>(lo - 16 + 128);
-        q[t + kQK / 2] = static_cast<uint8_t>(hi - 16 + 128);
-      }
+      // Element t: nibble | bit t of qh << 4, minus 16, plus 128.
+      const __m256i v = _mm256_or_si256(nibbles(b.qs), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].q[j / 2] + 32 * (j % 2)), _mm256_add_epi8(v, _mm256_set1_epi8(112)));
     }
   }
 }
@@ -379,11 +383,7 @@ void q41_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed)
       const auto& b = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
       out[i].d[j] = j < count ? b.d : 0;
       out[i].m[j] = j < count ? b.m : 0;
-      uint8_t* q = out[i].q[j / 2] + 32 * (j % 2);
-      for (int t = 0; t < kQK / 2; ++t) {
-        q[t] = b.qs[t] & 0x0F;
-        q[t + kQK / 2] = b.qs[t] >> 4;
-      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].q[j / 2] + 32 * (j % 2)), nibbles(b.qs));
     }
   }
 }

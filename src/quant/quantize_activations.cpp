@@ -1,92 +1,31 @@
 #include "quant/quantize_activations.hpp"
 
-#include <algorithm>
-#include <cassert>
-#include <cmath>
 #include <cstring>
 
-#include "core/half.hpp"
-#include "quant/block_formats.hpp"
+#include "core/isa_variants.hpp"
 
 namespace infer {
-namespace {
 
-using namespace quant;
-
-// nearbyint rounds half to even in the default rounding mode, as ggml's _mm256_round_ps and its
-// nearest_int() do; -ffp-contract=off keeps the product rounded before it is rounded to an integer.
-inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
-
-// Q8_0 and Q8_1 share the block prefix; returns d (unrounded) and writes the quants.
-float quantize_block_32(const float* x, int8_t* qs) {
-  float amax = 0.0f;
-  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-  for (int j = 0; j < kQK; ++j) qs[j] = static_cast<int8_t>(round_even(x[j] * id));
-  return amax / 127.0f;
-}
-
-}  // namespace
-
-void quantize_activations_q8_0(const float* x, void* dst, int64_t n) noexcept {
-  assert(n >= 0 && n % kQK == 0);
-  auto* b = static_cast<BlockQ8_0*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i, ++b, x += kQK) b->d = f32_to_f16(quantize_block_32(x, b->qs));
-}
-
-void quantize_activations_q8_1(const float* x, void* dst, int64_t n) noexcept {
-  assert(n >= 0 && n % kQK == 0);
-  auto* b = static_cast<BlockQ8_1*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i, ++b, x += kQK) {
-    const float d = quantize_block_32(x, b->qs);
-    int sum = 0;
-    for (int j = 0; j < kQK; ++j) sum += b->qs[j];
-    b->d = f32_to_f16(d);
-    b->s = f32_to_f16(d * static_cast<float>(sum));
+#define INFER_DECLARE_CONVERTERS(ns) \
+  namespace ns { \
+  void quantize_activations_q8_0(const float* x, void* dst, int64_t n) noexcept; \
+  void quantize_activations_q8_1(const float* x, void* dst, int64_t n) noexcept; \
+  void quantize_activations_q8_k(const float* x, void* dst, int64_t n) noexcept; \
+  void round_activations_f16(const float* x, void* dst, int64_t n) noexcept; \
+  void round_activations_bf16(const float* x, void* dst, int64_t n) noexcept; \
   }
-}
+INFER_DECLARE_CONVERTERS(isa_ref)
+INFER_DECLARE_CONVERTERS(isa_avx2)
+INFER_DECLARE_CONVERTERS(isa_avx512)
+#undef INFER_DECLARE_CONVERTERS
 
-void quantize_activations_q8_k(const float* x, void* dst, int64_t n) noexcept {
-  assert(n >= 0 && n % kQKK == 0);
-  auto* b = static_cast<BlockQ8_K*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK) {
-    float amax = 0.0f;
-    float extreme = 0.0f;  // the first element of largest magnitude, with its sign
-    for (int j = 0; j < kQKK; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        extreme = x[j];
-      }
-    }
-    if (amax == 0.0f) {
-      std::memset(static_cast<void*>(b), 0, sizeof *b);
-      continue;
-    }
-    const float iscale = -127.0f / extreme;
-    for (int j = 0; j < kQKK; ++j) b->qs[j] = static_cast<int8_t>(std::min(127, round_even(iscale * x[j])));
-    for (int s = 0; s < kQKK / 16; ++s) {
-      int sum = 0;
-      for (int j = 0; j < 16; ++j) sum += b->qs[16 * s + j];
-      b->bsums[s] = static_cast<int16_t>(sum);
-    }
-    b->d = 1.0f / iscale;
-  }
-}
-
-void round_activations_f16(const float* x, void* dst, int64_t n) noexcept {
-  assert(n >= 0);
-  auto* h = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(x[i]);
-}
-
-void round_activations_bf16(const float* x, void* dst, int64_t n) noexcept {
-  assert(n >= 0);
-  auto* h = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
-}
+void quantize_activations_q8_0(const float* x, void* dst, int64_t n) noexcept { INFER_ISA_DISPATCH(quantize_activations_q8_0, x, dst, n); }
+void quantize_activations_q8_1(const float* x, void* dst, int64_t n) noexcept { INFER_ISA_DISPATCH(quantize_activations_q8_1, x, dst, n); }
+void quantize_activations_q8_k(const float* x, void* dst, int64_t n) noexcept { INFER_ISA_DISPATCH(quantize_activations_q8_k, x, dst, n); }
+void round_activations_f16(const float* x, void* dst, int64_t n) noexcept { INFER_ISA_DISPATCH(round_activations_f16, x, dst, n); }
+void round_activations_bf16(const float* x, void* dst, int64_t n) noexcept { INFER_ISA_DISPATCH(round_activations_bf16, x, dst, n); }
 
 void copy_activations_f32(const float* x, void* dst, int64_t n) noexcept {
-  assert(n >= 0);
   std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
 }
 

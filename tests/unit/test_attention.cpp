@@ -4,6 +4,7 @@
 // distributions match it exactly.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -207,7 +208,8 @@ TEST_CASE("attention_row with a sliding window sees only the positions from firs
   }
 }
 
-TEST_CASE("attention_rows gives every row attention_row's result bit for bit", "[attention]") {
+TEST_CASE("attention_rows gives every row attention_row's result bit for bit, and every ISA's variant the scalar one's",
+          "[attention]") {
   for (DType type : {DType::f16, DType::f32}) {
     const AttentionShape shape{8, 2, 32, 0.17f};  // 4 query heads per KV head
     Cache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
@@ -240,13 +242,28 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit", "
     ar.n_ctx = n_ctx.data();
     ar.first = first.data();
     ar.n_rows = n_rows;
-    attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data());
     std::vector<float> single(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
-    for (int j = 0; j < n_rows; ++j) {
-      attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
-                    n_ctx[static_cast<size_t>(j)], one.data(), single.data(), first[static_cast<size_t>(j)]);
-      INFO(dtype_name(type) << " row " << j);
-      REQUIRE(std::memcmp(one.data(), out.data() + rows[static_cast<size_t>(j)] * width, one.size() * 4) == 0);
+    // The scalar variant's rows, one at a time: what every variant must give, rows batched or not.
+    std::vector<float> expect(out.size());
+    {
+      IsaScope scalar(CpuIsa::scalar);
+      for (int j = 0; j < n_rows; ++j)
+        attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
+                      n_ctx[static_cast<size_t>(j)], expect.data() + rows[static_cast<size_t>(j)] * width, single.data(),
+                      first[static_cast<size_t>(j)]);
+    }
+    for (CpuIsa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::fill(out.begin(), out.end(), -1.0f);
+      attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data());
+      for (int j = 0; j < n_rows; ++j) {
+        const float* want = expect.data() + rows[static_cast<size_t>(j)] * width;
+        attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
+                      n_ctx[static_cast<size_t>(j)], one.data(), single.data(), first[static_cast<size_t>(j)]);
+        INFO(dtype_name(type) << " isa " << isa_name(isa) << " row " << j);
+        REQUIRE(std::memcmp(one.data(), want, one.size() * 4) == 0);
+        REQUIRE(std::memcmp(out.data() + rows[static_cast<size_t>(j)] * width, want, one.size() * 4) == 0);
+      }
     }
   }
 }

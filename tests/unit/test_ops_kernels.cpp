@@ -10,6 +10,7 @@
 #include "core/cpu_features.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/ops.hpp"
+#include "quant_test_util.hpp"
 
 using namespace infer;
 
@@ -51,5 +52,59 @@ TEST_CASE("gelu_mul: the AVX2 kernel gives the scalar reference's bits on every 
     const double cancel = 1.0 + std::tanh(0.7978845608028654 * x16 * (1.0 + 0.044715 * x16 * x16));
     const double rel = 1e-3 + (cancel > 0 ? 6e-8 / cancel : 0.0);
     REQUIRE(std::fabs(ref[i] - want) <= std::fabs(want) * rel + 6.0e-8 * std::fabs(u[i]) + 1e-30);
+  }
+}
+
+TEST_CASE("every ISA's variant of the norm, activation and RoPE kernels gives the scalar variant's bits", "[ops]") {
+  const int64_t n = 517;  // vector bodies and a tail
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-9.0f, 9.0f);
+  std::vector<float> x(n), w(n), u(n);
+  for (auto* v : {&x, &w, &u})
+    for (auto& e : *v) e = dist(rng);
+  const RopeParams rope{64, 10000.0f, 1.0f, nullptr};
+  // Every kernel's outputs, concatenated.
+  auto run = [&] {
+    std::vector<float> out;
+    auto append = [&](const std::vector<float>& v) { out.insert(out.end(), v.begin(), v.end()); };
+    std::vector<float> y(n);
+    rms_norm(x.data(), w.data(), y.data(), n, 1e-6f);
+    append(y);
+    silu_mul(x.data(), u.data(), y.data(), n);
+    append(y);
+    gelu_mul(x.data(), u.data(), y.data(), n);
+    append(y);
+    y = x;
+    add_inplace(y.data(), u.data(), n);
+    append(y);
+    scale_inplace(y.data(), 0.37f, n);
+    append(y);
+    y = x;
+    softmax_inplace(y.data(), n);
+    append(y);
+    std::vector<float> cs(64);
+    rope_cache(rope, 1234, cs.data());
+    append(cs);
+    std::vector<float> heads(x.begin(), x.begin() + 4 * 96);
+    rope_apply_norm(heads.data(), 4, 96, 64, cs.data());
+    append(heads);
+    heads.assign(x.begin(), x.begin() + 4 * 96);
+    rope_apply_neox(heads.data(), 4, 96, 64, cs.data());
+    append(heads);
+    return out;
+  };
+  std::vector<float> expect;
+  {
+    test::IsaScope scalar(CpuIsa::scalar);
+    expect = run();
+  }
+  for (CpuIsa isa : test::supported_isas()) {
+    test::IsaScope scope(isa);
+    const auto got = run();
+    REQUIRE(got.size() == expect.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("isa " << isa_name(isa) << " output " << i);
+      REQUIRE(f32_bits(got[i]) == f32_bits(expect[i]));
+    }
   }
 }

@@ -53,15 +53,17 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-TEST_CASE("activation quantizers write the bytes of llama.cpp's CPU quantize_row_q8_0, q8_1 and q8_K",
+TEST_CASE("activation quantizers write the bytes of llama.cpp's CPU quantize_row_q8_0, q8_1 and q8_K on every ISA",
           "[quant][reference]") {
   const Reference ref = load_reference();
   const struct {
     const char* file;
     DType type;
   } cases[] = {{"x.q8_0", DType::q8_0}, {"x.q8_1", DType::q8_1}, {"x.q8_k", DType::q8_k}};
+  for (CpuIsa isa : supported_isas())
   for (const auto& c : cases) {
-    INFO(c.file);
+    IsaScope scope(isa);  // every compiled variant of the converters (core/isa_variants.hpp)
+    INFO(c.file << " isa " << isa_name(isa));
     const auto expect = read_file(c.file);
     const auto row = *dtype_row_bytes(c.type, static_cast<uint64_t>(ref.n_in));
     REQUIRE(expect.size() == row * static_cast<uint64_t>(ref.n_rows));

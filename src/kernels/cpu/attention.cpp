@@ -1,123 +1,30 @@
 #include "kernels/cpu/attention.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
-#if defined(__F16C__) && defined(__AVX__)
-#include <immintrin.h>
-#endif
-
-#include "core/half.hpp"
-#include "kernels/cpu/exp_approx.hpp"
+#include "core/isa_variants.hpp"
 
 namespace infer {
+
+#define INFER_DECLARE_ATTENTION(ns)                                                                                 \
+  namespace ns {                                                                                                    \
+  void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,          \
+                const float* v) noexcept;                                                                           \
+  void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,                      \
+                     std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch, int32_t first) noexcept; \
+  void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,    \
+                      const AttentionRows& rows, float* scratch, int head_begin, int head_end) noexcept;            \
+  }
+INFER_DECLARE_ATTENTION(isa_ref)
+INFER_DECLARE_ATTENTION(isa_avx2)
+INFER_DECLARE_ATTENTION(isa_avx512)
+#undef INFER_DECLARE_ATTENTION
+
 namespace {
-
-// Positions per tile: ggml's GGML_FA_TILE_KV. The tile boundaries decide where the running max
-// is updated, so they are part of the result.
-constexpr int kTile = 64;
-
-// Loads head_dim elements of a cache row as floats (the F16 conversion is exact, so the F16C
-// instruction, where the build has it, gives the same values as the scalar conversion).
-inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept {
-  if (kv.kv_type == DType::f32) {
-    std::memcpy(dst, row, static_cast<size_t>(kv.head_dim) * 4);
-  } else {
-    const auto* h = reinterpret_cast<const uint16_t*>(row);
-    int i = 0;
-#if defined(__F16C__) && defined(__AVX__)
-    for (; i + 8 <= kv.head_dim; i += 8)
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-#endif
-    for (; i < kv.head_dim; ++i) dst[i] = f16_to_f32(h[i]);
-  }
-}
-
-inline void store_row(const KvView& kv, uint8_t* row, const float* src) noexcept {
-  if (kv.kv_type == DType::f32) {
-    std::memcpy(row, src, static_cast<size_t>(kv.head_dim) * 4);
-  } else {
-    auto* h = reinterpret_cast<uint16_t*>(row);
-    for (int i = 0; i < kv.head_dim; ++i) h[i] = f32_to_f16(src[i]);
-  }
-}
-
+constexpr int64_t kTile = kAttentionTile;
 }  // namespace
 
-void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,
-              const float* v) noexcept {
-  const int32_t block = blocks[static_cast<size_t>(pos / kv.block_size)];
-  const int32_t slot = pos % kv.block_size;
-  const uint64_t row_bytes = static_cast<uint64_t>(kv.head_dim) * kv.elem_bytes;
-  for (int h = 0; h < kv.n_kv_heads; ++h) {
-    store_row(kv, kv.k_block(layer, block, h) + slot * row_bytes, k + static_cast<int64_t>(h) * kv.head_dim);
-    store_row(kv, kv.v_block(layer, block, h) + slot * row_bytes, v + static_cast<int64_t>(h) * kv.head_dim);
-  }
-}
-
 int64_t attention_scratch_floats(int head_dim) noexcept { return (kTile + 2) * static_cast<int64_t>(head_dim) + kTile; }
-
-void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,
-                   std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch,
-                   int32_t first) noexcept {
-  const int hd = shape.head_dim;
-  const int group = shape.n_head / shape.n_kv_heads;
-  const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
-  float* kt = scratch;              // the tile's keys, transposed: kt[i * kTile + t]
-  float* p = kt + kTile * hd;       // scores, then probabilities
-  float* row = p + kTile;           // one K or V row
-  float* acc = row + hd;
-  auto cache_row = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos) {
-    load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, row);
-  };
-  for (int h = 0; h < shape.n_head; ++h) {
-    const int kvh = h / group;
-    const float* qh = q + static_cast<int64_t>(h) * hd;
-    float m = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < hd; ++i) acc[i] = 0.0f;
-    for (int32_t t0 = first / kTile * kTile; t0 < n_ctx; t0 += kTile) {
-      const int n = std::min<int32_t>(kTile, n_ctx - t0);
-      const int lo = std::max<int32_t>(0, first - t0);  // positions t0 + [lo, n) are visible
-      for (int t = 0; t < kTile; ++t) {
-        const bool visible = t >= lo && t < n;
-        if (visible) cache_row(&KvView::k_block, kvh, t0 + t);
-        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = visible ? row[i] : 0.0f;
-      }
-      // One fused chain per score, all 64 advancing together (lanes of the same loop).
-      for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
-      for (int i = 0; i < hd; ++i)
-        for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
-      float tile_max = -INFINITY;
-      for (int t = lo; t < n; ++t) {
-        p[t] *= shape.scale;
-        tile_max = std::max(tile_max, p[t]);
-      }
-      const float m_new = std::fmax(m, tile_max);
-      if (m_new > m) {
-        const float rescale = std::exp(m - m_new);
-        for (int i = 0; i < hd; ++i) acc[i] *= rescale;
-        sum *= rescale;
-      }
-      m = m_new;
-      // Positions past n_ctx or before `first` are masked: probability exactly 0, which adds
-      // nothing below.
-      for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m) : 0.0f;
-      double tile_sum = 0.0;
-      for (int g = 0; g < kTile; g += 8) {
-        const float* l = p + g;
-        tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
-      }
-      sum = static_cast<float>(static_cast<double>(sum) + tile_sum);
-      for (int t = lo; t < n; ++t) {
-        cache_row(&KvView::v_block, kvh, t0 + t);
-        for (int i = 0; i < hd; ++i) acc[i] = std::fma(row[i], p[t], acc[i]);
-      }
-    }
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    for (int i = 0; i < hd; ++i) out[static_cast<int64_t>(h) * hd + i] = acc[i] * inv;
-  }
-}
 
 int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept {
   const int64_t hd = shape.head_dim, group = shape.n_head / std::max(1, shape.n_kv_heads);
@@ -125,103 +32,20 @@ int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) n
   return kTile * hd + hd + static_cast<int64_t>(n_rows) * group * (hd + kTile + 2);
 }
 
+
+void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,
+              const float* v) noexcept {
+  INFER_ISA_DISPATCH(kv_store, kv, layer, blocks, pos, k, v);
+}
+
+void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,
+                   std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch, int32_t first) noexcept {
+  INFER_ISA_DISPATCH(attention_row, q, shape, kv, layer, blocks, n_ctx, out, scratch, first);
+}
+
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
                     const AttentionRows& rows, float* scratch, int head_begin, int head_end) noexcept {
-  const int hd = shape.head_dim;
-  const int group = shape.n_head / shape.n_kv_heads;
-  if (head_end < 0) head_end = shape.n_head;
-  const int n_rows = rows.n_rows;
-  const int n_states = n_rows * group;
-  const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
-  float* kt = scratch;             // kt[i * kTile + t]
-  float* vrow = kt + kTile * hd;   // one V row
-  float* acc = vrow + hd;          // [n_states][hd]
-  float* prob = acc + static_cast<int64_t>(n_states) * hd;  // [n_states][kTile]
-  float* m = prob + static_cast<int64_t>(n_states) * kTile;  // [n_states]
-  float* sum = m + n_states;                                 // [n_states]
-  auto load = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos, float* dst) {
-    load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, dst);
-  };
-  int32_t lo_all = INT32_MAX, hi_all = 0;  // positions some row sees
-  for (int j = 0; j < n_rows; ++j) {
-    lo_all = std::min(lo_all, rows.first[j]);
-    hi_all = std::max(hi_all, rows.n_ctx[j]);
-  }
-  for (int kvh = head_begin / group; kvh * group < head_end; ++kvh) {
-    // This KV head's query heads within [head_begin, head_end).
-    const int g_lo = std::max(0, head_begin - kvh * group), g_hi = std::min(group, head_end - kvh * group);
-    for (int s = 0; s < n_states; ++s) {
-      m[s] = -INFINITY;
-      sum[s] = 0.0f;
-      std::fill(acc + static_cast<int64_t>(s) * hd, acc + static_cast<int64_t>(s + 1) * hd, 0.0f);
-    }
-    for (int32_t t0 = lo_all / kTile * kTile; t0 < hi_all; t0 += kTile) {
-      // The tile's keys any row sees (others stay 0: every row masks them).
-      const int n_all = std::min<int32_t>(kTile, hi_all - t0);
-      const int lo_tile = std::max<int32_t>(0, lo_all - t0);
-      for (int t = 0; t < kTile; ++t) {
-        const bool needed = t >= lo_tile && t < n_all;
-        if (needed) load(&KvView::k_block, kvh, t0 + t, vrow);
-        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = needed ? vrow[i] : 0.0f;
-      }
-      for (int j = 0; j < n_rows; ++j) {
-        const int32_t first = rows.first[j], n_ctx = rows.n_ctx[j];
-        if (t0 >= n_ctx || t0 + kTile <= first / kTile * kTile) continue;  // tile outside this row's range
-        const int n = std::min<int32_t>(kTile, n_ctx - t0);
-        const int lo = std::max<int32_t>(0, first - t0);
-        for (int g = g_lo; g < g_hi; ++g) {
-          const int s = j * group + g;
-          const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
-          float* p = prob + static_cast<int64_t>(s) * kTile;
-          float* a = acc + static_cast<int64_t>(s) * hd;
-          for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
-          for (int i = 0; i < hd; ++i)
-            for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
-          float tile_max = -INFINITY;
-          for (int t = lo; t < n; ++t) {
-            p[t] *= shape.scale;
-            tile_max = std::max(tile_max, p[t]);
-          }
-          const float m_new = std::fmax(m[s], tile_max);
-          if (m_new > m[s]) {
-            const float rescale = std::exp(m[s] - m_new);
-            for (int i = 0; i < hd; ++i) a[i] *= rescale;
-            sum[s] *= rescale;
-          }
-          m[s] = m_new;
-          for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m_new) : 0.0f;
-          double tile_sum = 0.0;
-          for (int q8 = 0; q8 < kTile; q8 += 8) {
-            const float* l = p + q8;
-            tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
-          }
-          sum[s] = static_cast<float>(static_cast<double>(sum[s]) + tile_sum);
-        }
-      }
-      // Values: each row loaded once, added into every (row, head) that sees it, in position order.
-      for (int t = lo_tile; t < n_all; ++t) {
-        const int32_t pos = t0 + t;
-        load(&KvView::v_block, kvh, pos, vrow);
-        for (int j = 0; j < n_rows; ++j) {
-          if (pos < rows.first[j] || pos >= rows.n_ctx[j]) continue;
-          for (int g = g_lo; g < g_hi; ++g) {
-            const int s = j * group + g;
-            const float w = prob[static_cast<int64_t>(s) * kTile + t];
-            float* a = acc + static_cast<int64_t>(s) * hd;
-            for (int i = 0; i < hd; ++i) a[i] = std::fma(vrow[i], w, a[i]);
-          }
-        }
-      }
-    }
-    for (int j = 0; j < n_rows; ++j)
-      for (int g = g_lo; g < g_hi; ++g) {
-        const int s = j * group + g;
-        const float inv = sum[s] == 0.0f ? 0.0f : 1.0f / sum[s];
-        float* o = rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(kvh * group + g) * hd;
-        const float* a = acc + static_cast<int64_t>(s) * hd;
-        for (int i = 0; i < hd; ++i) o[i] = a[i] * inv;
-      }
-  }
+  INFER_ISA_DISPATCH(attention_rows, shape, kv, layer, blocks, rows, scratch, head_begin, head_end);
 }
 
 }  // namespace infer

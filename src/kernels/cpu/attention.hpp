@@ -11,6 +11,7 @@
 //   acc_d = fma(v_t,d, p_t, acc_d) for t in order;
 // then out = acc * (1 / sum). K and V rows are read as floats (F16 converted exactly).
 // The result depends only on q and this sequence's cache, never on other rows of the batch.
+// Compiled once per ISA (core/isa_variants.hpp); every variant gives the same bits.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,10 @@
 #include "core/kv_view.hpp"
 
 namespace infer {
+
+// Positions per tile: ggml's GGML_FA_TILE_KV. The tile boundaries decide where the running max
+// is updated, so they are part of the result.
+inline constexpr int kAttentionTile = 64;
 
 struct AttentionShape {
   int n_head = 0;

@@ -1,86 +1,38 @@
 #include "kernels/cpu/ops.hpp"
 
-#include "core/cpu_features.hpp"
-
 #include <cmath>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/half.hpp"
-#include "kernels/cpu/exp_approx.hpp"
+#include "core/isa_variants.hpp"
 
 namespace infer {
 
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
-}
-
-void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
-  // As ggml_vec_swiglu_f32 on AVX2: groups of 8 through ggml's vector exp, the tail through expf.
-  int64_t i = 0;
-  for (; i + 7 < n; i += 8)
-    for (int64_t j = i; j < i + 8; ++j) y[j] = g[j] / (1.0f + exp_ggml(0.0f - g[j])) * u[j];
-  for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
-
-void add_inplace(float* x, const float* y, int64_t n) noexcept {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-void softmax_inplace(float* x, int64_t n) noexcept {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
+#define INFER_DECLARE_OPS(ns) \
+  namespace ns { \
+  void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept; \
+  void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept; \
+  void add_inplace(float* x, const float* y, int64_t n) noexcept; \
+  void softmax_inplace(float* x, int64_t n) noexcept; \
+  void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin) noexcept; \
+  void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept; \
+  void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept; \
+  void scale_inplace(float* x, float s, int64_t n) noexcept; \
   }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
+INFER_DECLARE_OPS(isa_ref)
+INFER_DECLARE_OPS(isa_avx2)
+INFER_DECLARE_OPS(isa_avx512)
+#undef INFER_DECLARE_OPS
 
-void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin) noexcept {
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
-  float theta = static_cast<float>(pos);
-  for (int i = 0; i < p.n_rot / 2; ++i) {
-    const float factor = p.freq_factors ? p.freq_factors[i] : 1.0f;
-    const float t = p.freq_scale * (theta / factor);
-    cos_sin[2 * i] = std::cos(t);
-    cos_sin[2 * i + 1] = std::sin(t);
-    theta *= theta_scale;
-  }
-}
-
-void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept {
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    for (int i = 0; i < n_rot; i += 2) {
-      const float c = cos_sin[i], s = cos_sin[i + 1];
-      const float a = v[i], b = v[i + 1];
-      v[i] = a * c - b * s;
-      v[i + 1] = a * s + b * c;
-    }
-  }
-}
-
-void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept {
-  const int half = n_rot / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    for (int i = 0; i < half; ++i) {
-      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-      const float a = v[i], b = v[i + half];
-      // One product rounded, the other fused, as ggml's CPU rope computes the NeoX pair
-      // (x0*cos - x1*sin and x0*sin + x1*cos contracted by the compiler in llama.cpp's builds;
-      // its adjacent-pair rope above is not contracted).
-      v[i] = std::fma(a, c, -(b * s));
-      v[i + half] = std::fma(a, s, b * c);
-    }
-  }
-}
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept { INFER_ISA_DISPATCH(rms_norm, x, w, y, n, eps); }
+void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept { INFER_ISA_DISPATCH(silu_mul, g, u, y, n); }
+void add_inplace(float* x, const float* y, int64_t n) noexcept { INFER_ISA_DISPATCH(add_inplace, x, y, n); }
+void softmax_inplace(float* x, int64_t n) noexcept { INFER_ISA_DISPATCH(softmax_inplace, x, n); }
+void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin) noexcept { INFER_ISA_DISPATCH(rope_cache, p, pos, cos_sin); }
+void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept { INFER_ISA_DISPATCH(rope_apply_norm, x, n_heads, head_dim, n_rot, cos_sin); }
+void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept { INFER_ISA_DISPATCH(rope_apply_neox, x, n_heads, head_dim, n_rot, cos_sin); }
+void scale_inplace(float* x, float s, int64_t n) noexcept { INFER_ISA_DISPATCH(scale_inplace, x, s, n); }
 
 float gelu_tanh(float x) noexcept {
   constexpr float kCoef = 0.044715f;
@@ -116,10 +68,6 @@ void gelu_mul_ref(const float* g, const float* u, float* y, int64_t n) noexcept 
 void gelu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
   if (active_isa() >= CpuIsa::avx2) return gelu_mul_avx2(g, u, y, n);
   gelu_mul_ref(g, u, y, n);
-}
-
-void scale_inplace(float* x, float s, int64_t n) noexcept {
-  for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 }  // namespace infer

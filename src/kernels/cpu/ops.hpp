@@ -1,4 +1,5 @@
-// Element-wise and normalization kernels of the transformer block, plain scalar code: they are a
+// Element-wise and normalization kernels of the transformer block, plain scalar code compiled once
+// per ISA (core/isa_variants.hpp; every variant gives the same bits): they are a
 // small share of the time next to the matmuls, and their fixed loop order keeps every row's
 // result independent of the other rows in the batch.
 #pragma once

@@ -1,7 +1,9 @@
-// AVX2 + F16C twins of the element-wise kernels in ops.hpp, bit-identical to the scalar ones.
-#include <immintrin.h>
+// The element-wise kernels for AVX2 (core/isa_variants.hpp), and gelu_mul_avx2, the AVX2 + F16C
+// twin of gelu_mul_ref.
+#define INFER_ISA_NS isa_avx2
+#include "kernels/cpu/ops_impl.hpp"
 
-#include "kernels/cpu/ops.hpp"
+#include <immintrin.h>
 
 namespace infer {
 

@@ -1,4 +1,5 @@
-// Micro benchmarks of the core runtime: thread-pool dispatch latency, GGUF parsing, F16 conversion.
+// Micro benchmarks of the core runtime: thread-pool dispatch latency, memory read bandwidth, GGUF
+// parsing, F16 conversion.
 //   build/benchmarks/infer-bench-micro --benchmark_format=json
 #include <benchmark/benchmark.h>
 
@@ -25,6 +26,35 @@ void BM_ParallelForDispatch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ParallelForDispatch)->Arg(1)->Arg(2)->Arg(4);
+
+// Read bandwidth of memory: a decode step streams every weight once, so bandwidth / bytes of
+// weights is its ceiling (the roofline docs/benchmarks.md prints beside the decode rates). Each
+// thread sums its own half of a 1 GiB buffer (well past the caches), split as a matmul splits
+// weight rows.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  std::vector<uint64_t> buffer(size_t{1} << 27, 1);  // 1 GiB, every page touched
+  for (auto _ : state) {
+    std::vector<uint64_t> sums(static_cast<size_t>(threads), 0);
+    pool.parallel_for(static_cast<size_t>(threads), [&](size_t b, size_t e) {
+      for (size_t t = b; t < e; ++t) {
+        const size_t chunk = buffer.size() / static_cast<size_t>(threads);
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = t * chunk; i < (t + 1) * chunk; i += 4) {
+          s0 += buffer[i];
+          s1 += buffer[i + 1];
+          s2 += buffer[i + 2];
+          s3 += buffer[i + 3];
+        }
+        sums[t] = s0 + s1 + s2 + s3;
+      }
+    }, 1);
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(buffer.size() * sizeof(uint64_t)));
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Parsing the header, metadata and tensor table of a file with a 32k-token vocabulary.
 void BM_GgufParse(benchmark::State& state) {

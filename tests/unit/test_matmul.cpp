@@ -175,6 +175,30 @@ std::vector<int64_t> tile_row_lengths(DType t) {
   return {32, 96, 2048};
 }
 
+// matmul of w_run (any layout) for 1 to 33 rows under every ISA equals matmul_ref of w_file bit
+// for bit, and matmul_ref of w_run too.
+void require_ref_bits_for_every_row_count(const TensorView& w_run, const TensorView& w_file, uint64_t seed, ThreadPool& pool) {
+  const int64_t n_in = w_file.shape[0], n_out = w_file.shape[1];
+  const int64_t max_rows = 33;
+  const auto x = test::activation_floats(max_rows * n_in, seed + 1);
+  std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
+  matmul_ref(w_file, x.data(), max_rows, n_in, expect.data(), n_out);
+  for (CpuIsa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (int64_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
+      std::vector<float> y(static_cast<size_t>(n_rows * n_out)), y_ref(y.size());
+      matmul(w_run, x.data(), n_rows, n_in, y.data(), n_out, pool);
+      matmul_ref(w_run, x.data(), n_rows, n_in, y_ref.data(), n_out);
+      for (size_t i = 0; i < y.size(); ++i) {
+        INFO(dtype_name(w_file.dtype) << " n_in " << n_in << " n_out " << n_out << " rows " << n_rows << " isa "
+                                      << isa_name(isa) << " element " << i << " got " << y[i] << " expect " << expect[i]);
+        REQUIRE(same_bits(y[i], expect[i]));
+        REQUIRE(same_bits(y_ref[i], expect[i]));
+      }
+    }
+  }
+}
+
 TEST_CASE("batched matmul of the types with tiled kernels equals matmul_ref bit for bit for 1 to 33 rows, any n_out, every ISA",
           "[matmul][qgemm]") {
   ThreadPool pool(2);
@@ -190,22 +214,7 @@ TEST_CASE("batched matmul of the types with tiled kernels equals matmul_ref bit 
         // Scales over the whole F16 range (subnormals included) on half the shapes.
         const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
         const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
-        const int64_t max_rows = 33;
-        const auto x = test::activation_floats(max_rows * n_in, seed + 1);
-        std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
-        matmul_ref(w, x.data(), max_rows, n_in, expect.data(), n_out);
-        for (CpuIsa isa : supported_isas()) {
-          IsaScope scope(isa);
-          for (int64_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
-            std::vector<float> y(static_cast<size_t>(n_rows * n_out));
-            matmul(w, x.data(), n_rows, n_in, y.data(), n_out, pool);
-            for (size_t i = 0; i < y.size(); ++i) {
-              INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " rows " << n_rows << " isa " << isa_name(isa)
-                                 << " element " << i << " got " << y[i] << " expect " << expect[i]);
-              REQUIRE(same_bits(y[i], expect[i]));
-            }
-          }
-        }
+        require_ref_bits_for_every_row_count(w, w, seed, pool);
       }
     }
   }
@@ -242,23 +251,7 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
           unpack_row(packed, o, row.data());
           REQUIRE(std::memcmp(row.data(), w.row(o), row.size()) == 0);
         }
-        const int64_t max_rows = 33;
-        const auto x = test::activation_floats(max_rows * n_in, seed + 1);
-        std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
-        matmul_ref(w, x.data(), max_rows, n_in, expect.data(), n_out);
-        for (CpuIsa isa : supported_isas()) {
-          IsaScope scope(isa);
-          for (int64_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
-            std::vector<float> y(static_cast<size_t>(n_rows * n_out)), y_ref(y.size());
-            matmul(packed, x.data(), n_rows, n_in, y.data(), n_out, pool);
-            matmul_ref(packed, x.data(), n_rows, n_in, y_ref.data(), n_out);
-            for (size_t i = 0; i < y.size(); ++i) {
-              INFO("rows " << n_rows << " isa " << isa_name(isa) << " element " << i << " got " << y[i] << " expect " << expect[i]);
-              REQUIRE(same_bits(y[i], expect[i]));
-              REQUIRE(same_bits(y_ref[i], expect[i]));
-            }
-          }
-        }
+        require_ref_bits_for_every_row_count(packed, w, seed, pool);
       }
     }
   }

@@ -1,23 +1,26 @@
-// Tiled quantized products for the batched matmul: a group of weight rows times many activation
-// rows at once, where the per-row dots of kernels/cpu/qdot.hpp would unpack each weight block
-// again for every activation row and sum each block's integer products horizontally.
+// Tiled products for the batched matmul: a group of weight rows times many activation rows at
+// once, where the per-row dots of kernels/cpu/qdot.hpp would unpack (or convert) each weight block
+// again for every activation row and sum each block's products horizontally.
 //
 // Every result is bit-identical to the scalar qdot kernel's for the same weight row and activation
-// row: integer sums are exact however they are grouped (VNNI dpbusd is not saturating), and each
-// (weight row, activation row) pair runs the float steps qdot.hpp lists for its weight type, in
-// the same order, fused where the reference calls std::fma. A result therefore never depends on
-// which other rows share its tile (batch invariance).
+// row: integer sums are exact however they are grouped (VNNI dpbusd is not saturating), F16 and
+// BF16 values convert to F32 exactly, and each (weight row, activation row) pair runs the float
+// steps qdot.hpp lists for its weight type, in the same order, fused where the reference calls
+// std::fma. A result therefore never depends on which other rows share its tile, nor on how many
+// activation rows the call has (batch invariance).
 //
 // Use (kernels/cpu/matmul.cpp):
-//   1. each activation row is converted as usual (to Q8_0 for both types), and
-//      prepare_side() derives per-block data from it once (scales as floats, quant sums);
+//   1. each activation row is converted as usual (to Q8_0 for the 8-bit-activation types, to
+//      F16 / BF16 for those weights), and prepare_side() derives data from it once (scales as
+//      floats, quant sums; for F16 / BF16 the row as F32);
 //   2. per group of group_rows weight rows, the packed group: packed at load by the CPU backend
 //      (backend/backend.hpp; the weight's Layout::cpu_packed, groups of packed_bytes(n) one after
 //      another) or, for a weight in its file's layout, packed per call by pack() into thread-local
 //      scratch; multiply() then writes the group's outputs for all activation rows.
 // A packed group takes exactly as many bytes as its rows do in the file (the same quants, the
 // same F16 scales, transposed), so a weight packed at load replaces the mapped one at no cost in
-// memory; unpack() restores any row, for the embedding and for the kernels of lower ISAs.
+// memory; unpack() restores any row, for the embedding and for the kernels of lower ISAs. (The
+// F16 / BF16 kernels pack per call only, into F32: twice the bytes, no unpack.)
 #pragma once
 
 #include <cstdint>
@@ -52,5 +55,12 @@ extern const QGemmKernel qgemm_q5_0_avx512;
 extern const QGemmKernel qgemm_q4_1_avx512;
 extern const QGemmKernel qgemm_q4_k_avx512;
 extern const QGemmKernel qgemm_q6_k_avx512;
+
+// F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
+// The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.
+extern const QGemmKernel qgemm_f16_avx2;
+extern const QGemmKernel qgemm_bf16_avx2;
+extern const QGemmKernel qgemm_f16_avx512;
+extern const QGemmKernel qgemm_bf16_avx512;
 
 }  // namespace infer

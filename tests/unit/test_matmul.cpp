@@ -258,6 +258,42 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
   if (detected_isa() >= CpuIsa::avx512) REQUIRE(packed_types > 0);
 }
 
+TEST_CASE("batched F16 / BF16 matmul (tiled kernels) equals matmul_ref bit for bit for 1 to 40, 47 to 49 and 97 rows, every ISA",
+          "[matmul][qgemm]") {
+  ThreadPool pool(2);
+  for (DType t : {DType::f16, DType::bf16}) {
+    // A tail of 7, several k blocks with a partial last one, TinyLlama's width.
+    for (int64_t n_in : {7, 1283, 2048}) {
+      // Weight-row groups of 16: one row, partial tiles and groups, several groups.
+      for (int64_t n_out : {1, 5, 15, 17, 37}) {
+        const uint64_t seed = 90 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
+        // The whole range of the type (F16 subnormals included) on half the shapes.
+        const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
+        const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
+        const int64_t max_rows = 97;
+        const auto x = test::activation_floats(max_rows * n_in, seed + 1);
+        std::vector<float> expect(static_cast<size_t>(max_rows * n_out));
+        matmul_ref(w, x.data(), max_rows, n_in, expect.data(), n_out);
+        std::vector<int64_t> row_counts;
+        for (int64_t n = 1; n <= 40; ++n) row_counts.push_back(n);
+        for (int64_t n : {47, 48, 49, 97}) row_counts.push_back(n);  // around a super-block of activation rows
+        for (CpuIsa isa : supported_isas()) {
+          IsaScope scope(isa);
+          for (int64_t n_rows : row_counts) {
+            std::vector<float> y(static_cast<size_t>(n_rows * n_out));
+            matmul(w, x.data(), n_rows, n_in, y.data(), n_out, pool);
+            for (size_t i = 0; i < y.size(); ++i) {
+              INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " rows " << n_rows << " isa " << isa_name(isa)
+                                 << " element " << i << " got " << y[i] << " expect " << expect[i]);
+              REQUIRE(same_bits(y[i], expect[i]));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul's output (r, o) is exactly the active ISA's dot of weight row o and x row r converted once",
           "[matmul]") {
   ThreadPool pool(2);

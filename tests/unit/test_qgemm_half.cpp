@@ -106,3 +106,17 @@ TEST_CASE("F16 / BF16 tile kernels equal the scalar qdot bit for bit for every g
     }
   }
 }
+
+TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 their tile kernels from AVX2 up, Q4_0 / Q8_0 only on AVX-512",
+          "[qgemm][dtype]") {
+  const CpuTypeTraits& f16 = *cpu_type_traits(DType::f16);
+  const CpuTypeTraits& bf16 = *cpu_type_traits(DType::bf16);
+  const CpuTypeTraits& q4 = *cpu_type_traits(DType::q4_0);
+  REQUIRE(f16.gemm(CpuIsa::scalar) == nullptr);
+  REQUIRE(f16.gemm(CpuIsa::avx2) == &qgemm_f16_avx2);
+  REQUIRE(f16.gemm(CpuIsa::avx512) == &qgemm_f16_avx512);
+  REQUIRE(bf16.gemm(CpuIsa::avx2) == &qgemm_bf16_avx2);
+  REQUIRE(bf16.gemm(CpuIsa::avx512) == &qgemm_bf16_avx512);
+  REQUIRE(q4.gemm(CpuIsa::avx2) == nullptr);
+  REQUIRE(q4.gemm(CpuIsa::avx512) == &qgemm_q4_0_avx512);
+}

@@ -19,7 +19,8 @@ constexpr CpuTypeTraits kTable[] = {
      .from_float = copy_activations_f32, .from_float_activation = copy_activations_f32, .vec_dot_type = DType::f32},
     {.type = DType::f16, .to_float_ref = dequantize_f16_ref, .to_float_avx2 = dequantize_f16_avx2,
      .from_float = round_activations_f16, .from_float_activation = round_activations_f16, .vec_dot_type = DType::f16,
-     .dot_ref = qdot_f16_ref, .dot_avx2 = qdot_f16_avx2},
+     .dot_ref = qdot_f16_ref, .dot_avx2 = qdot_f16_avx2, .gemm_avx2 = &qgemm_f16_avx2,
+     .gemm_avx512 = &qgemm_f16_avx512},
     {.type = DType::q4_0, .to_float_ref = dequantize_q4_0_ref, .to_float_avx2 = dequantize_q4_0_avx2,
      .from_float = quantize_row_q4_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q4_0_ref,
      .dot_avx2 = qdot_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512,
@@ -52,7 +53,8 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::q8_k, .from_float_activation = quantize_activations_q8_k, .vec_dot_type = DType::q8_k},
     {.type = DType::bf16, .to_float_ref = dequantize_bf16_ref, .to_float_avx2 = dequantize_bf16_avx2,
      .from_float = round_activations_bf16, .from_float_activation = round_activations_bf16,
-     .vec_dot_type = DType::bf16, .dot_ref = qdot_bf16_ref, .dot_avx2 = qdot_bf16_avx2},
+     .vec_dot_type = DType::bf16, .dot_ref = qdot_bf16_ref, .dot_avx2 = qdot_bf16_avx2, .gemm_avx2 = &qgemm_bf16_avx2,
+     .gemm_avx512 = &qgemm_bf16_avx512},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

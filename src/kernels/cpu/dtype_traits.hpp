@@ -6,7 +6,7 @@
 //
 //  type        to_float    from_float         from_float_activation   vec_dot_type  dot       gemm
 //  F32         copy        copy               copy                    F32           dot.hpp   -
-//  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 -
+//  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2, avx512
 //  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512
 //  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
 //  Q5_0        ref, avx2   -                  -                       Q8_0          ref, avx2 avx512
@@ -48,7 +48,8 @@ struct CpuTypeTraits {
   DType vec_dot_type;                    // the activations' type in a matmul with rows of this type
   QDotFn dot_ref;                        // nullptr for F32 (kernels/cpu/dot.hpp) and Q8_1, Q8_K
   QDotFn dot_avx2;                       // bit-identical to dot_ref
-  const QGemmKernel* gemm_avx512;        // tiled kernel (kernels/cpu/qgemm.hpp), nullptr: none
+  const QGemmKernel* gemm_avx2;          // tiled kernels (kernels/cpu/qgemm.hpp), nullptr: none
+  const QGemmKernel* gemm_avx512;
   // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
   // (Layout::cpu_packed, on CPUs with that kernel's ISA: AVX-512); nullptr: read in place.
   const QGemmKernel* load_packing;
@@ -56,7 +57,11 @@ struct CpuTypeTraits {
   // The variants for an ISA (the scalar one below AVX2).
   RowToFloat to_float(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? to_float_avx2 : to_float_ref; }
   QDotFn dot(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? dot_avx2 : dot_ref; }
-  const QGemmKernel* gemm(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx512 ? gemm_avx512 : nullptr; }
+  // The best tiled kernel the ISA runs (an AVX-512 one where the type has it, else AVX2), or nullptr.
+  const QGemmKernel* gemm(CpuIsa isa) const noexcept {
+    if (isa >= CpuIsa::avx512 && gemm_avx512) return gemm_avx512;
+    return isa >= CpuIsa::avx2 ? gemm_avx2 : nullptr;
+  }
   const DTypeTraits& storage() const noexcept { return *dtype_traits(type); }
 };
 

@@ -1,6 +1,6 @@
 // Matmul throughput per weight type on a 2048 x 2048 weight, for 1 and 16 x rows, on every ISA
 // the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
-// decoding). BM_MatmulTinyLlama: Q4_0 and Q8_0 at TinyLlama-1.1B's shapes (n_in 2048 x n_out
+// decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, F16 and BF16 at TinyLlama-1.1B's shapes (n_in 2048 x n_out
 // 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a serving step sees;
 // rows_per_s is x rows through the whole weight per second. Also the row dequantization and the
 // activation conversion on their own.
@@ -125,9 +125,12 @@ const int kRegistered = [] {
         ->ArgNames({"isa"});
     if (t != DType::f32) benchmark::RegisterBenchmark(("BM_PrepareActivations/" + name).c_str(), BM_PrepareActivations, t);
   }
-  for (DType t : {DType::q4_0, DType::q8_0}) {
+  for (DType t : {DType::q4_0, DType::q8_0, DType::f16, DType::bf16}) {
+    const bool half = t == DType::f16 || t == DType::bf16;
+    // Float weights: also the step sizes of a prompt's prefill, where their tiles pay most.
+    const std::vector<int64_t> rows = half ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 128} : std::vector<int64_t>{1, 2, 4, 16, 32};
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
-        ->ArgsProduct({{5632, 2048}, {1, 2, 4, 16, 32}, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
+        ->ArgsProduct({{5632, 2048}, rows, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
         ->ArgNames({"n_out", "rows", "isa"})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

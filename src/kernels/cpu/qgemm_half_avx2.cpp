@@ -45,10 +45,36 @@ struct Avx2 {
       for (int j = 0; j < kTileRows; ++j)
         for (int r = 0; r < R; ++r) _mm256_store_ps(chains + (r * kGroup + j) * 8, s[j][r]);
     } else {
-      for (int j = 0; j < kTileRows; ++j)
-        for (int r = 0; r < R; ++r)
-          if (j < rows) y[r * ys + j] = lane_tree(s[j][r]);
+      const __m128i real = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(std::min<int64_t>(rows, kTileRows))),
+                                           _mm_setr_epi32(0, 1, 2, 3));
+      for (int r = 0; r < R; r += 2) {
+        const int r1 = r + 1 < R ? r + 1 : r;
+        const __m256 sums = lane_trees(s[0][r], s[1][r], s[2][r], s[3][r], s[0][r1], s[1][r1], s[2][r1], s[3][r1]);
+        _mm_maskstore_ps(y + r * ys, real, _mm256_castps256_ps128(sums));
+        if (r + 1 < R) _mm_maskstore_ps(y + (r + 1) * ys, real, _mm256_extractf128_ps(sums, 1));
+      }
     }
+  }
+
+  // The lane trees of weight rows 0..3 (a) with one activation row, then of rows 0..3 (b) with
+  // another: the results in that order. The reference's tree,
+  // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), for 8 chains at once, each addition with
+  // the same operands in the same order.
+  static __m256 lane_trees(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 b0, __m256 b1, __m256 b2, __m256 b3) {
+    // (l0..l3) + (l4..l7): 128-bit lane k = row k of the two.
+    const auto halves = [](__m256 p, __m256 q) {
+      return _mm256_add_ps(_mm256_permute2f128_ps(p, q, 0x20), _mm256_permute2f128_ps(p, q, 0x31));
+    };
+    const __m256 xa0 = halves(a0, a1), xa1 = halves(a2, a3), xb0 = halves(b0, b1), xb1 = halves(b2, b3);
+    // (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7): lane k = {L, R} of row k, then of row k + 2.
+    const auto quarters = [](__m256 p, __m256 q) {
+      return _mm256_add_ps(_mm256_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+    };
+    const __m256 za = quarters(xa0, xa1), zb = quarters(xb0, xb1);
+    // L + R: lane k = rows k, k + 2 of a, then rows k, k + 2 of b; put back in row order.
+    const __m256 t = _mm256_add_ps(_mm256_shuffle_ps(za, zb, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(za, zb, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
 };
 

@@ -49,12 +49,38 @@ struct Avx512 {
       for (int p = 0; p < kPairs; ++p)
         for (int r = 0; r < R; ++r) _mm512_store_ps(chains + r * kGroup * 8 + p * 16, s[p][r]);
     } else {
-      for (int p = 0; p < kPairs; ++p)
-        for (int r = 0; r < R; ++r) {
-          if (2 * p < rows) y[r * ys + 2 * p] = lane_tree(_mm512_castps512_ps256(s[p][r]));
-          if (2 * p + 1 < rows) y[r * ys + 2 * p + 1] = lane_tree(_mm512_extractf32x8_ps(s[p][r], 1));
-        }
+      const __mmask8 real = static_cast<__mmask8>((1u << std::min<int64_t>(rows, kTileRows)) - 1);
+      for (int r = 0; r < R; r += 2) {
+        const int r1 = r + 1 < R ? r + 1 : r;
+        const __m512 sums = lane_trees(s[0][r], s[1][r], s[2][r], s[3][r], s[0][r1], s[1][r1], s[2][r1], s[3][r1]);
+        _mm256_mask_storeu_ps(y + r * ys, real, _mm512_castps512_ps256(sums));
+        if (r + 1 < R) _mm256_mask_storeu_ps(y + (r + 1) * ys, real, _mm512_extractf32x8_ps(sums, 1));
+      }
     }
+  }
+
+  // The lane trees of weight rows 0..7 (a: row 2p in p's low half, 2p + 1 in its high half) with
+  // one activation row, then of rows 0..7 (b) with another: the results in that order. The
+  // reference's tree, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), for 16 chains at once,
+  // each addition with the same operands in the same order.
+  static __m512 lane_trees(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 b0, __m512 b1, __m512 b2, __m512 b3) {
+    // 128-bit block k of a pair's vector: lanes 4(k%2)..4(k%2)+3 of row 2p + k/2.
+    // Blocks (l0..l3) + (l4..l7): block k = row k of the four (rows 0-3 from x0, 4-7 from x1).
+    const auto halves = [](__m512 p, __m512 q) {
+      return _mm512_add_ps(_mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    const __m512 xa0 = halves(a0, a1), xa1 = halves(a2, a3), xb0 = halves(b0, b1), xb1 = halves(b2, b3);
+    // (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7): block k = {L, R} of row k, then of row k + 4.
+    const auto quarters = [](__m512 p, __m512 q) {
+      return _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+    };
+    const __m512 za = quarters(xa0, xa1), zb = quarters(xb0, xb1);
+    // L + R: block k = rows k, k + 4 of a, then rows k, k + 4 of b; put back in row order.
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(za, zb, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(za, zb, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, t);
   }
 };
 

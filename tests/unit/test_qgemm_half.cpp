@@ -2,7 +2,7 @@
 // that drives them: every (weight row, activation row) result is bit-identical to the scalar
 // qdot reference, for every group size, activation row count and row length (tails of every
 // length, several k blocks), with special values (±0, subnormals, the largest magnitudes) in
-// the weights. (The batched matmul over them: test_matmul.cpp.)
+// the weights, the packed group aligned or not. (The batched matmul over them: test_matmul.cpp.)
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -79,16 +79,18 @@ TEST_CASE("F16 / BF16 tile kernels equal the scalar qdot bit for bit for every g
       REQUIRE(side_stride % 64 == 0);
       auto side = AlignedBuffer::allocate(static_cast<size_t>(max_a * side_stride)).value();
       for (int64_t r = 0; r < max_a; ++r) k.prepare_side(a.data() + r * n, side.as<uint8_t>() + r * side_stride, n);
-      auto packed = AlignedBuffer::allocate(static_cast<size_t>(k.packed_bytes(n))).value();
+      auto packed_buffer = AlignedBuffer::allocate(static_cast<size_t>(k.packed_bytes(n) + 64)).value();
       for (int64_t count = 1; count <= group; ++count) {
-        k.pack(w.data(), w_stride, count, n, packed.data());
+        // qgemm.hpp lets the packed group lie at any alignment: odd counts get an unaligned one.
+        uint8_t* packed = packed_buffer.data() + (count % 2) * 4;
+        k.pack(w.data(), w_stride, count, n, packed);
         for (int64_t n_a : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{13},
                             int64_t{47}, int64_t{48}, int64_t{49}, max_a}) {
           // y has a column past count and a row past n_a that must stay untouched.
           const int64_t y_stride = count + 1;
           const float sentinel = -7.25f;
           std::vector<float> y(static_cast<size_t>((n_a + 1) * y_stride), sentinel);
-          k.multiply(packed.data(), count, a.data(), a_stride, side.data(), side_stride, n_a, n, y.data(), y_stride);
+          k.multiply(packed, count, a.data(), a_stride, side.data(), side_stride, n_a, n, y.data(), y_stride);
           for (int64_t r = 0; r < n_a + 1; ++r)
             for (int64_t j = 0; j < y_stride; ++j) {
               const float got = y[static_cast<size_t>(r * y_stride + j)];

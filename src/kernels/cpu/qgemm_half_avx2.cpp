@@ -35,7 +35,7 @@ struct Avx2 {
         asm("" : "+x"(av[r]));
       }
       for (int j = 0; j < kTileRows; ++j) {
-        __m256 wv = _mm256_load_ps(w + j * 8);
+        __m256 wv = _mm256_loadu_ps(w + j * 8);
         asm("" : "+x"(wv));
         for (int r = 0; r < R; ++r) s[j][r] = _mm256_fmadd_ps(wv, av[r], s[j][r]);
       }

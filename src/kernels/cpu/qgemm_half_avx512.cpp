@@ -40,7 +40,7 @@ struct Avx512 {
       __m512 av[R];
       for (int r = 0; r < R; ++r) av[r] = _mm512_broadcast_f32x8(_mm256_load_ps(a + r * a_step));
       for (int p = 0; p < kPairs; ++p) {
-        const __m512 wv = _mm512_load_ps(w + p * 16);
+        const __m512 wv = _mm512_loadu_ps(w + p * 16);
         for (int r = 0; r < R; ++r) s[p][r] = _mm512_fmadd_ps(wv, av[r], s[p][r]);
       }
       a += 8, w += kTileRows * 8;

@@ -16,7 +16,7 @@
 // any result.
 //
 // Packed group (group of kGroup weight rows; Shape::kTileRows rows per tile, rows past count 0):
-//   float[tile][chunk][row in tile][8]
+//   float[tile][chunk][row in tile][8], at any alignment (qgemm.hpp allows it; matmul.cpp gives 64)
 // Side data of an activation row: float[chunk][8], padded to an odd number of cache lines.
 #pragma once
 
@@ -80,11 +80,11 @@ void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noe
     for (int64_t j = 0; j < kTileRows; ++j) src[j] = row(t0 + std::min(j, rows - 1));
     for (int64_t c = 0; c < full; ++c, out += kTileRows * 8)
       for (int64_t j = 0; j < kTileRows; ++j)
-        _mm256_store_ps(out + j * 8, j < rows ? to_floats<kBf16>(src[j] + 8 * c) : _mm256_setzero_ps());
+        _mm256_storeu_ps(out + j * 8, j < rows ? to_floats<kBf16>(src[j] + 8 * c) : _mm256_setzero_ps());
     if (full * 8 < n) {
       const int64_t left = n - 8 * full;
       for (int64_t j = 0; j < kTileRows; ++j)
-        _mm256_store_ps(out + j * 8, j < rows ? to_floats<kBf16>(src[j] + 8 * full, left) : _mm256_setzero_ps());
+        _mm256_storeu_ps(out + j * 8, j < rows ? to_floats<kBf16>(src[j] + 8 * full, left) : _mm256_setzero_ps());
       out += kTileRows * 8;
     }
   }

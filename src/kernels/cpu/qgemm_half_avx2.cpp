@@ -80,12 +80,13 @@ struct Avx2 {
 
 }  // namespace
 
-// min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, F16 2048 x 5632, one thread): the
-// tiles lose to the per-row dots at 2 rows (2.7 vs 1.9 ms: packing a group costs about what
-// the dots do) and win from 4 (3.2 vs 3.5 ms).
-const QGemmKernel qgemm_f16_avx2{4, kGroup, side_bytes, prepare_side<false>, packed_bytes, pack<Avx2::kTileRows, false>,
+// min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, one thread, ms per call, per-row dots
+// -> tiles): at 4 rows the 3-row tiles leave a 1-row one and only tie with the dots (F16
+// 2048 x 5632: 3.25 -> 3.35, 2048 x 2048: 0.63 -> 0.74); at 8 rows they win (5.53 -> 4.31,
+// 1.35 -> 1.02; BF16 6.35 -> 4.45, 1.67 -> 1.04).
+const QGemmKernel qgemm_f16_avx2{8, kGroup, side_bytes, prepare_side<false>, packed_bytes, pack<Avx2::kTileRows, false>,
                                  multiply<Avx2>};
-const QGemmKernel qgemm_bf16_avx2{4, kGroup, side_bytes, prepare_side<true>, packed_bytes, pack<Avx2::kTileRows, true>,
+const QGemmKernel qgemm_bf16_avx2{8, kGroup, side_bytes, prepare_side<true>, packed_bytes, pack<Avx2::kTileRows, true>,
                                   multiply<Avx2>};
 
 }  // namespace infer

@@ -86,8 +86,10 @@ struct Avx512 {
 
 }  // namespace
 
-// min_rows: as for the AVX2 tiles (qgemm_half_avx2.cpp), 4: at 2 rows packing costs more than
-// the per-row dots (2.4 vs 1.8 ms on F16 2048 x 5632, one thread), at 4 the tiles win (3.0 vs 3.6).
+// min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, one thread, ms per call, per-row dots
+// -> tiles): at 2 rows packing costs more than the tiles save (F16 2048 x 5632: 1.9 -> 2.4); at
+// 4 they win (3.76 -> 2.91; BF16 3.41 -> 2.76) but where the weight stays in L3 (F16 2048 x 2048:
+// 0.64 -> 0.70); at 8 everywhere (6.01 -> 3.56, 1.49 -> 1.08).
 const QGemmKernel qgemm_f16_avx512{4, kGroup, side_bytes, prepare_side<false>, packed_bytes,
                                    pack<Avx512::kTileRows, false>, multiply<Avx512>};
 const QGemmKernel qgemm_bf16_avx512{4, kGroup, side_bytes, prepare_side<true>, packed_bytes,

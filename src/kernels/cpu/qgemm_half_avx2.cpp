@@ -1,13 +1,14 @@
 // AVX2 tile kernels for F16 and BF16 weights (interface and the bit-identity argument in
-// qgemm.hpp; conversion, packing, k blocking and the walk over tiles in qgemm_half_tiles.hpp).
+// qgemm.hpp; conversion, packing, k blocking and the walk over tiles in qgemm_half_impl.hpp).
 //
 // One ymm per (weight row, activation row) pair holds its 8 chains. A tile is 4 weight rows by
 // 3 activation rows, as llamafile's tinyBLAS has it: 12 accumulators, and per chunk 4 weight
 // loads and 3 activation loads feed 12 fmas (16 registers in all).
-#include "kernels/cpu/qgemm_half_tiles.hpp"
+#define INFER_ISA_NS isa_avx2
+#include "kernels/cpu/qgemm_half_impl.hpp"
 #include "kernels/cpu/qgemm.hpp"
 
-namespace infer {
+namespace infer::INFER_ISA_NS {
 namespace {
 
 struct Avx2 {
@@ -79,14 +80,19 @@ struct Avx2 {
 };
 
 }  // namespace
+}  // namespace infer::INFER_ISA_NS
+
+namespace infer {
+
+namespace N = INFER_ISA_NS;
 
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, one thread, ms per call, per-row dots
 // -> tiles): at 4 rows the 3-row tiles leave a 1-row one and only tie with the dots (F16
 // 2048 x 5632: 3.25 -> 3.35, 2048 x 2048: 0.63 -> 0.74); at 8 rows they win (5.53 -> 4.31,
 // 1.35 -> 1.02; BF16 6.35 -> 4.45, 1.67 -> 1.04).
-const QGemmKernel qgemm_f16_avx2{8, kGroup, side_bytes, prepare_side<false>, packed_bytes, pack<Avx2::kTileRows, false>,
-                                 multiply<Avx2>};
-const QGemmKernel qgemm_bf16_avx2{8, kGroup, side_bytes, prepare_side<true>, packed_bytes, pack<Avx2::kTileRows, true>,
-                                  multiply<Avx2>};
+const QGemmKernel qgemm_f16_avx2{8, N::kGroup, N::side_bytes, N::prepare_side<false>, N::packed_bytes,
+                                 N::pack<N::Avx2::kTileRows, false>, N::multiply<N::Avx2>};
+const QGemmKernel qgemm_bf16_avx2{8, N::kGroup, N::side_bytes, N::prepare_side<true>, N::packed_bytes,
+                                  N::pack<N::Avx2::kTileRows, true>, N::multiply<N::Avx2>};
 
 }  // namespace infer

@@ -1,5 +1,5 @@
 // AVX-512 tile kernels for F16 and BF16 weights (interface and the bit-identity argument in
-// qgemm.hpp; conversion, packing, k blocking and the walk over tiles in qgemm_half_tiles.hpp).
+// qgemm.hpp; conversion, packing, k blocking and the walk over tiles in qgemm_half_impl.hpp).
 //
 // A zmm holds the 8 chains of two pairs side by side: weight row 2p in the low half and row
 // 2p + 1 in the high half, against one activation row's chunk broadcast to both halves. A tile
@@ -14,10 +14,11 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include "kernels/cpu/qgemm_half_tiles.hpp"
+#define INFER_ISA_NS isa_avx512
+#include "kernels/cpu/qgemm_half_impl.hpp"
 #include "kernels/cpu/qgemm.hpp"
 
-namespace infer {
+namespace infer::INFER_ISA_NS {
 namespace {
 
 struct Avx512 {
@@ -85,14 +86,19 @@ struct Avx512 {
 };
 
 }  // namespace
+}  // namespace infer::INFER_ISA_NS
+
+namespace infer {
+
+namespace N = INFER_ISA_NS;
 
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, one thread, ms per call, per-row dots
 // -> tiles): at 2 rows packing costs more than the tiles save (F16 2048 x 5632: 1.9 -> 2.4); at
 // 4 they win (3.76 -> 2.91; BF16 3.41 -> 2.76) but where the weight stays in L3 (F16 2048 x 2048:
 // 0.64 -> 0.70); at 8 everywhere (6.01 -> 3.56, 1.49 -> 1.08).
-const QGemmKernel qgemm_f16_avx512{4, kGroup, side_bytes, prepare_side<false>, packed_bytes,
-                                   pack<Avx512::kTileRows, false>, multiply<Avx512>};
-const QGemmKernel qgemm_bf16_avx512{4, kGroup, side_bytes, prepare_side<true>, packed_bytes,
-                                    pack<Avx512::kTileRows, true>, multiply<Avx512>};
+const QGemmKernel qgemm_f16_avx512{4, N::kGroup, N::side_bytes, N::prepare_side<false>, N::packed_bytes,
+                                   N::pack<N::Avx512::kTileRows, false>, N::multiply<N::Avx512>};
+const QGemmKernel qgemm_bf16_avx512{4, N::kGroup, N::side_bytes, N::prepare_side<true>, N::packed_bytes,
+                                    N::pack<N::Avx512::kTileRows, true>, N::multiply<N::Avx512>};
 
 }  // namespace infer

@@ -1,8 +1,8 @@
-// The F16 / BF16 tile kernels' parts that do not depend on the vector width: conversion, packing,
-// the k blocking and the walk over tiles. Included only by qgemm_half_avx2.cpp and
-// qgemm_half_avx512.cpp, each of which adds its register tile; everything here sits in an
-// anonymous namespace, so each ISA's file compiles its own copy with its own flags and no inline
-// function is shared between them (a shared one could run AVX-512 code on an AVX2 machine).
+// The F16 / BF16 tile kernels' parts that do not depend on the vector width, compiled once per
+// ISA (core/isa_variants.hpp): conversion, packing, the k blocking and the walk over tiles.
+// Included by qgemm_half_avx2.cpp and qgemm_half_avx512.cpp inside namespace infer::INFER_ISA_NS,
+// each of which adds its register tile (a Shape, below) and defines its QGemmKernels. No include
+// guard.
 //
 // The float order (qdot.hpp) gives each (weight row, activation row) pair 8 chains, lane l summing
 // the exact products of elements l, l + 8, l + 16, ... in order with fma, then a fixed tree. A
@@ -18,8 +18,6 @@
 // Packed group (group of kGroup weight rows; Shape::kTileRows rows per tile, rows past count 0):
 //   float[tile][chunk][row in tile][8], at any alignment (qgemm.hpp allows it; matmul.cpp gives 64)
 // Side data of an activation row: float[chunk][8], padded to an odd number of cache lines.
-#pragma once
-
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,7 +26,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace infer {
+namespace infer::INFER_ISA_NS {
 namespace {
 
 constexpr int64_t kGroup = 16;      // weight rows per packed group
@@ -157,4 +155,4 @@ void multiply(const void* packed, int64_t count, const void*, int64_t, const voi
 }
 
 }  // namespace
-}  // namespace infer
+}  // namespace infer::INFER_ISA_NS

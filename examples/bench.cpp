@@ -54,10 +54,7 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) cli::usage_error(kTool, a + " needs a value", kUsage);
-      return argv[++i];
-    };
+    auto next = [&] { return cli::flag_value(kTool, kUsage, argc, argv, i); };
     auto integer = [&](long long lo, long long hi) { return cli::parse_int(kTool, kUsage, a, next(), lo, hi); };
     if (a == "-m" || a == "--model") o.model = next();
     else if (a == "-p" || a == "--n-prompt") o.n_prompt = integer(0, 1 << 20);

@@ -74,10 +74,7 @@ Options parse(int argc, char** argv) {
   o.sampling.max_tokens = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) cli::usage_error(kTool, a + " needs a value", kUsage);
-      return argv[++i];
-    };
+    auto next = [&] { return cli::flag_value(kTool, kUsage, argc, argv, i); };
     auto integer = [&](long long lo, long long hi) { return cli::parse_int(kTool, kUsage, a, next(), lo, hi); };
     if (cli::parse_sampling_flag(kTool, kUsage, argc, argv, i, o.sampling)) continue;
     if (a == "-m" || a == "--model") o.model = next();

@@ -46,12 +46,14 @@ void set_sampling_defaults(GenerationParams& p) {
   p.seed = 42;
 }
 
+const char* flag_value(const char* tool, const char* usage, int argc, char** argv, int& i) {
+  if (i + 1 >= argc) usage_error(tool, std::string(argv[i]) + " needs a value", usage);
+  return argv[++i];
+}
+
 bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** argv, int& i, GenerationParams& p) {
   const std::string a = argv[i];
-  auto value = [&]() -> const char* {
-    if (i + 1 >= argc) usage_error(tool, a + " needs a value", usage);
-    return argv[++i];
-  };
+  auto value = [&] { return flag_value(tool, usage, argc, argv, i); };
   auto num = [&](double lo, double hi) { return parse_double(tool, usage, a, value(), lo, hi); };
   auto integer = [&](long long lo, long long hi) { return parse_int(tool, usage, a, value(), lo, hi); };
   if (a == "--temp") p.temperature = static_cast<float>(num(0, 100));
@@ -69,10 +71,7 @@ bool parse_sampling_flag(const char* tool, const char* usage, int argc, char** a
 
 bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& c) {
   const std::string a = argv[i];
-  auto value = [&]() -> const char* {
-    if (i + 1 >= argc) usage_error(tool, a + " needs a value", usage);
-    return argv[++i];
-  };
+  auto value = [&] { return flag_value(tool, usage, argc, argv, i); };
   auto integer = [&](long long lo, long long hi) { return parse_int(tool, usage, a, value(), lo, hi); };
   if (a == "--max-batch-tokens") c.max_batch_tokens = integer(1, 1 << 20);
   else if (a == "--max-sequences") c.max_sequences = static_cast<int>(integer(1, 4096));

@@ -25,6 +25,9 @@ namespace infer::cli {
 }
 
 // Numbers from the command line, with the flag named in the error.
+// The value of the flag at argv[i]: argv[i + 1], with i advanced to it; a usage error when the
+// command line ends first.
+const char* flag_value(const char* tool, const char* usage, int argc, char** argv, int& i);
 long long parse_int(const char* tool, const char* usage, const std::string& flag, const char* text, long long lo, long long hi);
 double parse_double(const char* tool, const char* usage, const std::string& flag, const char* text, double lo, double hi);
 

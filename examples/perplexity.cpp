@@ -82,10 +82,7 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) cli::usage_error(kTool, a + " needs a value", kUsage);
-      return argv[++i];
-    };
+    auto next = [&] { return cli::flag_value(kTool, kUsage, argc, argv, i); };
     if (a == "-m" || a == "--model") o.model = next();
     else if (a == "-f" || a == "--file") o.text_file = next();
     else if (a == "-c" || a == "--ctx-size") o.n_ctx = cli::parse_int(kTool, kUsage, a, next(), 8, 1 << 20);

@@ -79,10 +79,7 @@ Options parse(int argc, char** argv, const char* usage) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) cli::usage_error(kTool, a + " needs a value", usage);
-      return argv[++i];
-    };
+    auto next = [&] { return cli::flag_value(kTool, usage, argc, argv, i); };
     auto integer = [&](long long lo, long long hi) { return cli::parse_int(kTool, usage, a, next(), lo, hi); };
     auto number = [&](double lo, double hi) { return cli::parse_double(kTool, usage, a, next(), lo, hi); };
     if (cli::parse_engine_flag(kTool, usage, argc, argv, i, o.engine)) continue;

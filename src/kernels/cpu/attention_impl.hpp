@@ -44,6 +44,21 @@ inline void store_row(const KvView& kv, uint8_t* row, const float* src) noexcept
   }
 }
 
+// p[t] = scale * (q · k_t) for the tile's 64 positions (kt transposed: kt[i * kTile + t]), one
+// fused chain per score, all 64 advancing together (lanes of the same loop); returns the largest
+// visible score (positions [lo, n)).
+inline float tile_scores(const float* q, const float* kt, int hd, int lo, int n, float scale, float* p) noexcept {
+  for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
+  for (int i = 0; i < hd; ++i)
+    for (int t = 0; t < kTile; ++t) p[t] = std::fma(q[i], kt[i * kTile + t], p[t]);
+  float tile_max = -INFINITY;
+  for (int t = lo; t < n; ++t) {
+    p[t] *= scale;
+    tile_max = std::max(tile_max, p[t]);
+  }
+  return tile_max;
+}
+
 }  // namespace
 
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,
@@ -83,15 +98,7 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
         if (visible) cache_row(&KvView::k_block, kvh, t0 + t);
         for (int i = 0; i < hd; ++i) kt[i * kTile + t] = visible ? row[i] : 0.0f;
       }
-      // One fused chain per score, all 64 advancing together (lanes of the same loop).
-      for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
-      for (int i = 0; i < hd; ++i)
-        for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
-      float tile_max = -INFINITY;
-      for (int t = lo; t < n; ++t) {
-        p[t] *= shape.scale;
-        tile_max = std::max(tile_max, p[t]);
-      }
+      const float tile_max = tile_scores(qh, kt, hd, lo, n, shape.scale, p);
       const float m_new = std::fmax(m, tile_max);
       if (m_new > m) {
         const float rescale = std::exp(m - m_new);
@@ -167,14 +174,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
           const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
           float* p = prob + static_cast<int64_t>(s) * kTile;
           float* a = acc + static_cast<int64_t>(s) * hd;
-          for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
-          for (int i = 0; i < hd; ++i)
-            for (int t = 0; t < kTile; ++t) p[t] = std::fma(qh[i], kt[i * kTile + t], p[t]);
-          float tile_max = -INFINITY;
-          for (int t = lo; t < n; ++t) {
-            p[t] *= shape.scale;
-            tile_max = std::max(tile_max, p[t]);
-          }
+          const float tile_max = tile_scores(qh, kt, hd, lo, n, shape.scale, p);
           const float m_new = std::fmax(m[s], tile_max);
           if (m_new > m[s]) {
             const float rescale = std::exp(m[s] - m_new);

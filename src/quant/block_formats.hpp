@@ -175,11 +175,30 @@ inline ScaleMin kquant_scale_min(const uint8_t* s, int j) {
           static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4))};
 }
 
+// The inverse of kquant_scale_min: the 12 bytes of 8 six-bit (sc, m) pairs.
+inline void kquant_pack_scale_mins(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+    s[j + 4] = static_cast<uint8_t>(m[j] | (m[j + 4] >> 4) << 6);
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0F) | (m[j + 4] & 0x0F) << 4);
+  }
+}
+
 // Q3_K's 16 six-bit scales, unpacked to signed values (stored value - 32).
 inline int q3k_scale(const uint8_t* s, int i) {
   const int low = i < 8 ? (s[i] & 0x0F) : (s[i - 8] >> 4);
   const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
   return (low | (high << 4)) - 32;
+}
+
+// The inverse of q3k_scale: the 12 bytes of 16 scales in -32..31.
+inline void q3k_pack_scales(const int* scale, uint8_t* s) {
+  for (int i = 0; i < 12; ++i) s[i] = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int v = scale[i] + 32;
+    s[i % 8] = static_cast<uint8_t>(s[i % 8] | (v & 0x0F) << (i < 8 ? 0 : 4));
+    s[8 + i % 4] = static_cast<uint8_t>(s[8 + i % 4] | ((v >> 4) & 3) << (2 * (i / 4)));
+  }
 }
 
 }  // namespace infer::quant

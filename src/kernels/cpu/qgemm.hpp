@@ -47,13 +47,18 @@ struct QGemmKernel {
   void (*unpack)(const void* packed, int64_t j, int64_t n, void* row) noexcept;
 };
 
-// The AVX-512 VNNI kernels for Q4_0, Q8_0, Q5_0, Q4_1, Q4_K and Q6_K weights (kernels/cpu/dtype_traits.hpp lists them
-// per type). Use only when the CPU has AVX-512 F, BW, VL, DQ and VNNI (CpuIsa::avx512).
+// The AVX-512 VNNI kernels for every quantized type (kernels/cpu/dtype_traits.hpp lists them per
+// type): qgemm_avx512.cpp (32-element blocks) and qgemm_kquant_avx512.cpp (K-quants). Use only
+// when the CPU has AVX-512 F, BW, VL, DQ and VNNI (CpuIsa::avx512).
 extern const QGemmKernel qgemm_q4_0_avx512;
 extern const QGemmKernel qgemm_q8_0_avx512;
 extern const QGemmKernel qgemm_q5_0_avx512;
 extern const QGemmKernel qgemm_q4_1_avx512;
+extern const QGemmKernel qgemm_q5_1_avx512;
+extern const QGemmKernel qgemm_q2_k_avx512;
+extern const QGemmKernel qgemm_q3_k_avx512;
 extern const QGemmKernel qgemm_q4_k_avx512;
+extern const QGemmKernel qgemm_q5_k_avx512;
 extern const QGemmKernel qgemm_q6_k_avx512;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.

@@ -1,57 +1,25 @@
-// AVX-512 VNNI tile kernels for Q4_0 and Q8_0 weights (interface and the bit-identity argument in
-// qgemm.hpp). vpdpbusd multiplies unsigned bytes by signed bytes, four products per int32 lane;
-// each type gets one unsigned operand by an offset that its side data takes off again:
+// AVX-512 VNNI tile kernels for the 32-element block types Q4_0, Q8_0, Q5_0, Q4_1 and Q5_1
+// (interface and the bit-identity argument in qgemm.hpp; the K-quants are in
+// qgemm_kquant_avx512.cpp). vpdpbusd multiplies unsigned bytes by signed bytes, four products per
+// int32 lane; each type gets one unsigned operand by an offset that its side data takes off again:
 //   Q4_0: the weight nibble q (0..15) is unsigned; Σ(q - 8) a = Σ q a - 8 Σ a.
 //   Q8_0: the weight quant w (-128..127) is stored as w + 128 (w ^ 0x80); Σ w a = Σ(w + 128) a - 128 Σ a.
 // The correction starts the integer sum, so every block's integer dot is exact before its
 // float step.
-
-// GCC 12's AVX-512 headers start some intrinsics from _mm256_undefined_*(), which its
-// -Wuninitialized flags at every inlined use; the values are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cassert>
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/cpu/qgemm.hpp"
-#include "quant/block_formats.hpp"
+#include "kernels/cpu/qgemm_avx512_util.hpp"
 
 namespace infer {
 namespace {
 
 using namespace quant;
+using namespace avx512_tiles;
 
-constexpr int64_t kGroup = 16;  // weight rows per packed group
-
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
-inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-inline const BlockQ8_0* act_row(const void* a, int64_t as, int64_t r) {
-  return reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + r * as);
-}
-// The 4 bytes at p as an int32 (an unaligned, may_alias read).
-using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
-inline int32_t load_i32(const int8_t* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
-inline __mmask16 lanes_below(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
-
-// Calls tile(std::integral_constant<int, R>{}, r) for groups of R = 4 activation rows starting at
-// r, then once for the 1 to 3 rows left.
-template <class Tile>
-inline void by_row_groups(int64_t n_a, Tile&& tile) {
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) tile(std::integral_constant<int, 4>{}, r);
-  switch (n_a - r) {
-    case 3: return tile(std::integral_constant<int, 3>{}, r);
-    case 2: return tile(std::integral_constant<int, 2>{}, r);
-    case 1: return tile(std::integral_constant<int, 1>{}, r);
-    default: return;
-  }
-}
+inline const BlockQ8_0* q8_row(const void* a, int64_t as, int64_t r) { return act_row<BlockQ8_0>(a, as, r); }
 
 // ---- Q4_0: the 16 weight rows of a group in the 16 int32 lanes ----
 //
@@ -99,7 +67,6 @@ inline __m256i block_scales(const uint8_t* base, __m512i offsets, __mmask16 vali
   return _mm512_cvtepi32_epi16(words);
 }
 inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
-inline __m512 load_scales(const uint16_t* d) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d))); }
 
 // Packs block i of 16 rows; row(j) is row j's first block. The qs loads of row 4g + m go to
 // 128-bit lane g of v[m].
@@ -163,7 +130,7 @@ void q4_tile(const Q4Packed* pk, int64_t count, const void* a, int64_t as, const
     }
     const __m512 dw = load_scales(pk[i].d);
     for (int r = 0; r < R; ++r) {
-      const int8_t* aq = act_row(a, as, r)[i].qs;
+      const int8_t* aq = q8_row(a, as, r)[i].qs;
       const Q4Side& s = reinterpret_cast<const Q4Side*>(side + r * ss)[i];
       // Two chains of 4 dpbusd (latency, not throughput, bounds one long chain).
       __m512i lo = _mm512_set1_epi32(s.c), hi = _mm512_setzero_si512();
@@ -278,7 +245,7 @@ void q5_0_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed
   auto* out = static_cast<Q8Packed*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i) {
     for (int64_t j = 0; j < kGroup; ++j) {
-      const auto& b = reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
+      const auto& b = group_block<BlockQ5_0>(w, ws, count, j, i);
       out[i].d[j] = j < count ? b.d : 0;
       uint32_t qh;
       std::memcpy(&qh, b.qh, 4);
@@ -308,7 +275,7 @@ void q8_tile(const Q8Packed* pk, int64_t j0, int64_t count, const void* a, int64
   for (int r = 0; r < R; ++r) da[r] = q8_scales(side + r * ss, n);
   for (int64_t i = 0; i < n / kQK; ++i) {
     __m512i aq[R];
-    for (int r = 0; r < R; ++r) aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act_row(a, as, r)[i].qs)));
+    for (int r = 0; r < R; ++r) aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8_row(a, as, r)[i].qs)));
     const __m512 dw16 = load_scales(pk[i].d);
     __m512 dd16[R];
     __m512i c[R];
@@ -354,11 +321,12 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   });
 }
 
-// ---- Q4_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----
+// ---- Q4_1, Q5_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----
 //
 // llama.cpp's vec_dot order (qdot.hpp): the 8 lanes s_p = fma(dW * dA, I_p, s_p) of Q8_0, and
 // mins = fma(mW, sA, mins) per block; the result is the lane tree plus mins. The nibbles are
-// unsigned, so dpbusd needs no correction. Packed per call only (one byte per nibble).
+// unsigned (Q5_1's with the fifth bit: 0..31), so dpbusd needs no correction. Packed per call
+// only (one byte per quant).
 // Packed group, per block i (576 bytes):
 //   d, m   f16[16] each   lane j: row j's scale and min (0 past count)
 //   q      u8[8][64]      pair j: bytes 0-31 row 2j's nibbles in element order, 32-63 row 2j + 1's
@@ -369,21 +337,27 @@ struct Q41Packed {
 };
 static_assert(sizeof(Q41Packed) == 576);
 
-inline const BlockQ8_1* act_row_1(const void* a, int64_t as, int64_t r) {
-  return reinterpret_cast<const BlockQ8_1*>(static_cast<const uint8_t*>(a) + r * as);
-}
 
 int64_t q41_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q41Packed)); }
 
+// The 32 unsigned quants of a Q4_1 (nibbles) or Q5_1 block (nibble | fifth bit << 4).
+inline __m256i unsigned_quants(const BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i unsigned_quants(const BlockQ5_1& b) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  return _mm256_or_si256(nibbles(b.qs), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10)));
+}
+
+template <class Block>
 void q41_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   auto* out = static_cast<Q41Packed*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i) {
     for (int64_t j = 0; j < kGroup; ++j) {
-      const auto& b = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
+      const auto& b = group_block<Block>(w, ws, count, j, i);
       out[i].d[j] = j < count ? b.d : 0;
       out[i].m[j] = j < count ? b.m : 0;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].q[j / 2] + 32 * (j % 2)), nibbles(b.qs));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].q[j / 2] + 32 * (j % 2)), unsigned_quants(b));
     }
   }
 }
@@ -400,7 +374,7 @@ void q41_tile(const Q41Packed* pk, int64_t j0, int64_t count, const void* a, int
     __m512i aq[R];
     __m512 dd16[R];
     for (int r = 0; r < R; ++r) {
-      const BlockQ8_1& ab = act_row_1(a, as, r)[i];
+      const BlockQ8_1& ab = act_row<BlockQ8_1>(a, as, r)[i];
       aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
       dd16[r] = _mm512_mul_ps(dw16, _mm512_set1_ps(half(ab.d)));
       mins[r] = _mm512_fmadd_ps(mw16, _mm512_set1_ps(half(ab.s)), mins[r]);
@@ -442,253 +416,6 @@ void q41_multiply(const void* packed, int64_t count, const void* a, int64_t as, 
   });
 }
 
-// ---- Q4_K: the 16 weight rows of a group in the 16 int32 lanes ----
-//
-// Packed group, per super-block i (2368 bytes, 2.8% more than the 16 rows' blocks in the file):
-//   d, dmin  f16[16] each     lane j: row j's scales
-//   sc, m    u8[8][16] each   sub-block s, lane j: row j's six-bit scale and min (kquant_scale_min)
-//   qs       u8[4][8][64]     pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3, whose
-//                             low nibbles are elements 4k..4k+3 of sub-block 2p and high nibbles
-//                             those of sub-block 2p+1
-// The nibbles are unsigned, so dpbusd takes them as they are; the mins enter through the Q8_K
-// bsums (qdot.hpp: per 64 elements, acc = fma(sc_j I_j + sc_j+1 I_j+1, dW*dA, acc) and
-// accm = fma(m_j B_j + m_j+1 B_j+1, dminW*dA, accm); the result acc - accm). No side data.
-struct Q4KPacked {
-  uint16_t d[kGroup];
-  uint16_t dmin[kGroup];
-  uint8_t sc[8][kGroup];
-  uint8_t m[8][kGroup];
-  uint8_t qs[4][8][64];
-};
-static_assert(sizeof(Q4KPacked) == 2368);
-
-inline const BlockQ8_K* act_row_k(const void* a, int64_t as, int64_t r) {
-  return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + r * as);
-}
-
-// The Q4_1 and K-quant tiles read the Q8_1 / Q8_K rows directly (scales and sums are there).
-int64_t q4k_side_bytes(int64_t) noexcept { return 0; }
-void q4k_prepare_side(const void*, void*, int64_t) noexcept {}
-int64_t q4k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(Q4KPacked)); }
-
-void q4k_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
-  auto* out = static_cast<Q4KPacked*>(packed);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    Q4KPacked& o = out[i];
-    for (int64_t j = 0; j < kGroup; ++j) {
-      // Rows past count repeat the last row with zero scales (their outputs are not stored).
-      const auto& b = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
-      const bool valid = j < count;
-      o.d[j] = valid ? b.d : 0;
-      o.dmin[j] = valid ? b.dmin : 0;
-      for (int s = 0; s < 8; ++s) {
-        const ScaleMin sm = kquant_scale_min(b.scales, s);
-        o.sc[s][j] = sm.sc;
-        o.m[s][j] = sm.m;
-      }
-      for (int p = 0; p < 4; ++p)
-        for (int k = 0; k < 8; ++k) std::memcpy(o.qs[p][k] + 4 * j, b.qs + 32 * p + 4 * k, 4);
-    }
-  }
-}
-
-void q4k_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q4KPacked*>(packed);
-  auto* out = static_cast<BlockQ4_K*>(row);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const Q4KPacked& b = pk[i];
-    BlockQ4_K& o = out[i];
-    o.d = b.d[j];
-    o.dmin = b.dmin[j];
-    // The inverse of kquant_scale_min: 8 six-bit pairs fill the 12 bytes exactly.
-    for (int s = 0; s < 4; ++s) {
-      o.scales[s] = static_cast<uint8_t>(b.sc[s][j] | (b.sc[s + 4][j] >> 4) << 6);
-      o.scales[s + 4] = static_cast<uint8_t>(b.m[s][j] | (b.m[s + 4][j] >> 4) << 6);
-      o.scales[s + 8] = static_cast<uint8_t>((b.sc[s + 4][j] & 0x0F) | (b.m[s + 4][j] & 0x0F) << 4);
-    }
-    for (int p = 0; p < 4; ++p)
-      for (int k = 0; k < 8; ++k) std::memcpy(o.qs + 32 * p + 4 * k, b.qs[p][k] + 4 * j, 4);
-  }
-}
-
-inline __m512i bytes_to_i32(const uint8_t* p) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// R activation rows against one packed group; lane j of acc[r] / accm[r] are row j's chains.
-template <int R>
-void q4k_tile(const Q4KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[R], accm[R];
-  for (int r = 0; r < R; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const Q4KPacked& b = pk[i];
-    const __m512 dw = load_scales(b.d), dmw = load_scales(b.dmin);
-    __m512 dd[R], dm[R];
-    for (int r = 0; r < R; ++r) {
-      const __m512 da = _mm512_set1_ps(act_row_k(a, as, r)[i].d);
-      dd[r] = _mm512_mul_ps(dw, da);
-      dm[r] = _mm512_mul_ps(dmw, da);
-    }
-    for (int p = 0; p < 4; ++p) {
-      __m512i i0[R], i1[R];
-      for (int r = 0; r < R; ++r) i0[r] = i1[r] = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) {
-        const __m512i q = _mm512_loadu_si512(b.qs[p][k]);
-        const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-        for (int r = 0; r < R; ++r) {
-          const int8_t* aq = act_row_k(a, as, r)[i].qs + 64 * p + 4 * k;
-          i0[r] = _mm512_dpbusd_epi32(i0[r], lo, _mm512_set1_epi32(load_i32(aq)));
-          i1[r] = _mm512_dpbusd_epi32(i1[r], hi, _mm512_set1_epi32(load_i32(aq + 32)));
-        }
-      }
-      const __m512i sc0 = bytes_to_i32(b.sc[2 * p]), sc1 = bytes_to_i32(b.sc[2 * p + 1]);
-      const __m512i m0 = bytes_to_i32(b.m[2 * p]), m1 = bytes_to_i32(b.m[2 * p + 1]);
-      for (int r = 0; r < R; ++r) {
-        const int16_t* bs = act_row_k(a, as, r)[i].bsums + 4 * p;
-        const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(sc0, i0[r]), _mm512_mullo_epi32(sc1, i1[r]));
-        const __m512i m = _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(bs[0] + bs[1])),
-                                           _mm512_mullo_epi32(m1, _mm512_set1_epi32(bs[2] + bs[3])));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd[r], acc[r]);
-        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm[r], accm[r]);
-      }
-    }
-  }
-  const __mmask16 valid = lanes_below(count);
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, _mm512_sub_ps(acc[r], accm[r]));
-}
-
-void q4k_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a,
-                  int64_t n, float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const Q4KPacked*>(packed);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  by_row_groups(n_a, [&](auto rows, int64_t r) {
-    q4k_tile<decltype(rows)::value>(pk, count, ab + r * as, as, n, y + r * ys, ys);
-  });
-}
-
-// ---- Q6_K: the 16 weight rows of a group in the 16 int32 lanes ----
-//
-// Packed group, per super-block i (3360 bytes, exactly the 16 rows' blocks in the file):
-//   d        f16[16]          lane j: row j's scale
-//   sc       i8[16][16]       sub-block s, lane j: row j's scale of sub-block s
-//   q        [2][8] chunks    half h, chunk c, lane j: row j's ql bytes 64h+4c.., ql bytes
-//                             64h+32+4c.. and qh bytes 32h+4c.. (4 each), the three vectors
-//                             adjacent, so that the tile reads one sequential stream (three
-//                             interleaved ones, 512 bytes apart, decoded at 9 GB/s against 22)
-// Element 128h + 32k + 4c + t (k = 0..3) is (ql nibble) | (qh bits 2k, 2k+1) << 4, stored with
-// +32: unsigned 0..63 for dpbusd. Its sub-block is 8h + 2k + (c >= 4); the +32 is taken off per
-// sub-block as 32 B_j (B_j: the Q8_K bsum of the sub-block's 16 activations), which starts the
-// integer sum. Then S = Σ_j sc_j I_j and acc = fma(dW * S, dA, acc) per super-block, as qdot.hpp
-// states. No side data.
-struct Q6KChunk {
-  uint8_t a[64];  // ql bytes 64h + 4c.. (elements k = 0 low nibble, k = 2 high nibble)
-  uint8_t b[64];  // ql bytes 64h + 32 + 4c.. (k = 1, k = 3)
-  uint8_t h[64];  // qh bytes 32h + 4c.. (2 bits per k)
-};
-struct Q6KPacked {
-  uint16_t d[kGroup];
-  int8_t sc[16][kGroup];
-  Q6KChunk q[2][8];  // half h, chunk c: read in this order, one stream
-};
-static_assert(sizeof(Q6KPacked) == kGroup * sizeof(BlockQ6_K));
-
-int64_t q6k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(Q6KPacked)); }
-
-void q6k_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
-  auto* out = static_cast<Q6KPacked*>(packed);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    Q6KPacked& o = out[i];
-    for (int64_t j = 0; j < kGroup; ++j) {
-      const auto& blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + std::min(j, count - 1) * ws)[i];
-      o.d[j] = j < count ? blk.d : 0;
-      for (int s = 0; s < 16; ++s) o.sc[s][j] = blk.scales[s];
-      for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 8; ++c) {
-          std::memcpy(o.q[h][c].a + 4 * j, blk.ql + 64 * h + 4 * c, 4);
-          std::memcpy(o.q[h][c].b + 4 * j, blk.ql + 64 * h + 32 + 4 * c, 4);
-          std::memcpy(o.q[h][c].h + 4 * j, blk.qh + 32 * h + 4 * c, 4);
-        }
-    }
-  }
-}
-
-void q6k_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q6KPacked*>(packed);
-  auto* out = static_cast<BlockQ6_K*>(row);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const Q6KPacked& p = pk[i];
-    BlockQ6_K& o = out[i];
-    o.d = p.d[j];
-    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
-    for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < 8; ++c) {
-        std::memcpy(o.ql + 64 * h + 4 * c, p.q[h][c].a + 4 * j, 4);
-        std::memcpy(o.ql + 64 * h + 32 + 4 * c, p.q[h][c].b + 4 * j, 4);
-        std::memcpy(o.qh + 32 * h + 4 * c, p.q[h][c].h + 4 * j, 4);
-      }
-  }
-}
-
-// R activation rows against one packed group: lane j of acc[r] is row j's chain.
-template <int R>
-void q6k_tile(const Q6KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const Q6KPacked& p = pk[i];
-    __m512i sum[R];
-    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
-    for (int h = 0; h < 2; ++h) {
-      for (int half = 0; half < 2; ++half) {
-        // Sub-blocks 8h + 2k + half for k = 0..3, each of chunks c = 4 half .. 4 half + 3.
-        __m512i dot[4][R];
-        for (int k = 0; k < 4; ++k)
-          for (int r = 0; r < R; ++r) {
-            const int16_t bsum = act_row_k(a, as, r)[i].bsums[8 * h + 2 * k + half];
-            dot[k][r] = _mm512_set1_epi32(-32 * bsum);
-          }
-        for (int c = 4 * half; c < 4 * half + 4; ++c) {
-          const __m512i qa = _mm512_loadu_si512(p.q[h][c].a), qb = _mm512_loadu_si512(p.q[h][c].b);
-          const __m512i qh = _mm512_loadu_si512(p.q[h][c].h);
-          const __m512i q[4] = {
-              _mm512_or_si512(_mm512_and_si512(qa, low4), _mm512_slli_epi16(_mm512_and_si512(qh, low2), 4)),
-              _mm512_or_si512(_mm512_and_si512(qb, low4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), low2), 4)),
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), low4),
-                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), low2), 4)),
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), low4),
-                              _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), low2), 4))};
-          for (int r = 0; r < R; ++r) {
-            const int8_t* aq = act_row_k(a, as, r)[i].qs + 128 * h + 4 * c;
-            for (int k = 0; k < 4; ++k) dot[k][r] = _mm512_dpbusd_epi32(dot[k][r], q[k], _mm512_set1_epi32(load_i32(aq + 32 * k)));
-          }
-        }
-        for (int k = 0; k < 4; ++k) {
-          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[8 * h + 2 * k + half])));
-          for (int r = 0; r < R; ++r) sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(sc, dot[k][r]));
-        }
-      }
-    }
-    const __m512 dw = load_scales(p.d);
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_cvtepi32_ps(sum[r])), _mm512_set1_ps(act_row_k(a, as, r)[i].d), acc[r]);
-  }
-  const __mmask16 valid = lanes_below(count);
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, acc[r]);
-}
-
-void q6k_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a,
-                  int64_t n, float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const Q6KPacked*>(packed);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  by_row_groups(n_a, [&](auto rows, int64_t r) {
-    q6k_tile<decltype(rows)::value>(pk, count, ab + r * as, as, n, y + r * ys, ys);
-  });
-}
-
 }  // namespace
 
 // min_rows, from infer-bench-matmul (BM_MatmulTinyLlama, 2048 x 5632, one thread): with one row
@@ -697,14 +424,12 @@ void q6k_multiply(const void* packed, int64_t count, const void* a, int64_t as, 
 // from 4 (1.90 vs 2.34 ms).
 const QGemmKernel qgemm_q4_0_avx512{1, kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply,
                                        q4_unpack};
-const QGemmKernel qgemm_q4_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q4k_packed_bytes, q4k_pack, q4k_multiply,
-                                    q4k_unpack};
-const QGemmKernel qgemm_q6_k_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q6k_packed_bytes, q6k_pack, q6k_multiply,
-                                    q6k_unpack};
 const QGemmKernel qgemm_q5_0_avx512{8, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q5_0_pack, q8_multiply,
                                     nullptr};
-const QGemmKernel qgemm_q4_1_avx512{8, kGroup, q4k_side_bytes, q4k_prepare_side, q41_packed_bytes, q41_pack, q41_multiply,
-                                    nullptr};
+const QGemmKernel qgemm_q4_1_avx512{8, kGroup, no_side_bytes, no_prepare_side, q41_packed_bytes, q41_pack<BlockQ4_1>,
+                                    q41_multiply, nullptr};
+const QGemmKernel qgemm_q5_1_avx512{8, kGroup, no_side_bytes, no_prepare_side, q41_packed_bytes, q41_pack<BlockQ5_1>,
+                                    q41_multiply, nullptr};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
 

@@ -1,0 +1,69 @@
+// What the AVX-512 VNNI tile files (qgemm_avx512.cpp: the 32-element block types;
+// qgemm_kquant_avx512.cpp: the K-quants) share: the group size, loads of scales and unaligned
+// quants, and the loop over activation rows. Include only from *_avx512.cpp files (compiled for
+// CpuIsa::avx512).
+#pragma once
+
+// GCC 12's AVX-512 headers start some intrinsics from _mm256_undefined_*(), which its
+// -Wuninitialized flags at every inlined use; the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "quant/block_formats.hpp"
+
+namespace infer::avx512_tiles {
+
+constexpr int64_t kGroup = 16;  // weight rows per packed group: one per int32 lane
+
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// The 4 bytes at p as an int32 (an unaligned, may_alias read).
+using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
+inline int32_t load_i32(const void* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
+inline __mmask16 lanes_below(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
+
+// 16 F16 scales (lane j: row j's) as floats.
+inline __m512 load_scales(const uint16_t* d) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d))); }
+// 16 bytes (lane j: row j's) widened to int32, unsigned or signed.
+inline __m512i bytes_to_i32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m512i bytes_to_i32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Activation row r of a batch whose rows are as bytes apart.
+template <class Act>
+inline const Act* act_row(const void* a, int64_t as, int64_t r) {
+  return reinterpret_cast<const Act*>(static_cast<const uint8_t*>(a) + r * as);
+}
+
+// For the tiles that read everything they need from the Q8_1 / Q8_K rows themselves.
+inline int64_t no_side_bytes(int64_t) noexcept { return 0; }
+inline void no_prepare_side(const void*, void*, int64_t) noexcept {}
+
+// Calls tile(std::integral_constant<int, R>{}, r) for groups of R = 4 activation rows starting at
+// r, then once for the 1 to 3 rows left.
+template <class Tile>
+inline void by_row_groups(int64_t n_a, Tile&& tile) {
+  int64_t r = 0;
+  for (; r + 4 <= n_a; r += 4) tile(std::integral_constant<int, 4>{}, r);
+  switch (n_a - r) {
+    case 3: return tile(std::integral_constant<int, 3>{}, r);
+    case 2: return tile(std::integral_constant<int, 2>{}, r);
+    case 1: return tile(std::integral_constant<int, 1>{}, r);
+    default: return;
+  }
+}
+
+// Block i of weight row j of a group whose rows are ws bytes apart; rows past count repeat the
+// last one (packers give them zero scales, and their outputs are never stored).
+template <class Block>
+inline const Block& group_block(const void* w, int64_t ws, int64_t count, int64_t j, int64_t i) {
+  return reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + (j < count ? j : count - 1) * ws)[i];
+}
+
+}  // namespace infer::avx512_tiles

@@ -1,0 +1,500 @@
+// AVX-512 VNNI tile kernels for the K-quants Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (interface and the
+// bit-identity argument in qgemm.hpp). The 16 weight rows of a group sit in the 16 int32 lanes;
+// an activation row's 4 quants are broadcast to all lanes, so one vpdpbusd adds 4 products to each
+// row's sub-block dot and no horizontal sum is needed. Weight quants enter unsigned; a type whose
+// quants carry an offset (Q3_K: 4, Q6_K: 32) starts each sub-block's integer sum at -offset * B
+// (B: the Q8_K bsum of the sub-block's 16 activations). The tiles read everything else from the
+// Q8_K rows (no side data). Every type is packed at load (CpuTypeTraits::load_packing), and
+// unpack() gives back each row byte for byte.
+//
+// The float steps per super-block are qdot.hpp's, lane by lane:
+//   Q2_K, Q5_K   r = dW * S;  r = fma(-dminW, M, r);  acc = fma(r, dA, acc)
+//   Q3_K, Q6_K   acc = fma(dW * S, dA, acc)
+//   Q4_K         per 64 elements: acc = fma(S64, dW * dA, acc), accm = fma(M64, dminW * dA, accm);
+//                the result acc - accm
+// with S = Σ_j sc_j I_j (sub-block scales times integer dots) and M = Σ_j m_j B_j, exact in int32.
+#include <cassert>
+#include <cstring>
+
+#include "kernels/cpu/qgemm.hpp"
+#include "kernels/cpu/qgemm_avx512_util.hpp"
+
+namespace infer {
+namespace {
+
+using namespace quant;
+using namespace avx512_tiles;
+
+inline const BlockQ8_K* q8k_row(const void* a, int64_t as, int64_t r) { return act_row<BlockQ8_K>(a, as, r); }
+inline __m512i bcast4(const int8_t* p) { return _mm512_set1_epi32(load_i32(p)); }
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+// v with 0x10 (or `bit` in general) added in the bytes whose bit `test` is set in h.
+inline __m512i add_where(__m512i v, __m512i h, int test, int bit) {
+  return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << test))), v,
+                              _mm512_set1_epi8(static_cast<char>(bit)));
+}
+// Copies 4 bytes of row j's block to lane j of a packed 64-byte vector, or back.
+inline void to_lane(uint8_t* vec, int64_t j, const uint8_t* src) { std::memcpy(vec + 4 * j, src, 4); }
+inline void from_lane(const uint8_t* vec, int64_t j, uint8_t* dst) { std::memcpy(dst, vec + 4 * j, 4); }
+
+// ---- Q4_K, Q5_K: 32-element sub-blocks ----
+//
+// Packed group, per super-block i (Q4_K 2368 bytes, 2.8% more than the 16 rows' blocks in the
+// file; Q5_K 2880 bytes, 2.3% more):
+//   d, dmin  f16[16] each     lane j: row j's scales
+//   sc, m    u8[8][16] each   sub-block s, lane j: row j's six-bit scale and min (kquant_scale_min)
+//   qh       u8[8][64]        (Q5_K only) vector k, lane j: row j's qh bytes 4k..4k+3, whose bit s
+//                             is the fifth bit of element 32s + 4k + t
+//   qs       u8[4][8][64]     pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3, whose
+//                             low nibbles are elements 4k..4k+3 of sub-block 2p and high nibbles
+//                             those of sub-block 2p+1
+struct Q4KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[8][kGroup];
+  uint8_t m[8][kGroup];
+  uint8_t qs[4][8][64];
+};
+static_assert(sizeof(Q4KPacked) == 2368);
+struct Q5KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[8][kGroup];
+  uint8_t m[8][kGroup];
+  uint8_t qh[8][64];
+  uint8_t qs[4][8][64];
+};
+static_assert(sizeof(Q5KPacked) == 2880);
+
+template <class Packed>
+int64_t k32_packed_bytes(int64_t n) noexcept {
+  return n / kQKK * static_cast<int64_t>(sizeof(Packed));
+}
+
+template <class Block, class Packed>
+void k32_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
+  auto* out = static_cast<Packed*>(packed);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    Packed& o = out[i];
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = group_block<Block>(w, ws, count, j, i);
+      o.d[j] = j < count ? b.d : 0;
+      o.dmin[j] = j < count ? b.dmin : 0;
+      for (int s = 0; s < 8; ++s) {
+        const ScaleMin sm = kquant_scale_min(b.scales, s);
+        o.sc[s][j] = sm.sc;
+        o.m[s][j] = sm.m;
+      }
+      if constexpr (std::is_same_v<Block, BlockQ5_K>)
+        for (int k = 0; k < 8; ++k) to_lane(o.qh[k], j, b.qh + 4 * k);
+      for (int p = 0; p < 4; ++p)
+        for (int k = 0; k < 8; ++k) to_lane(o.qs[p][k], j, b.qs + 32 * p + 4 * k);
+    }
+  }
+}
+
+template <class Block, class Packed>
+void k32_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Packed*>(packed);
+  auto* out = static_cast<Block*>(row);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Packed& b = pk[i];
+    Block& o = out[i];
+    o.d = b.d[j];
+    o.dmin = b.dmin[j];
+    uint8_t sc[8], m[8];
+    for (int s = 0; s < 8; ++s) sc[s] = b.sc[s][j], m[s] = b.m[s][j];
+    kquant_pack_scale_mins(sc, m, o.scales);
+    if constexpr (std::is_same_v<Block, BlockQ5_K>)
+      for (int k = 0; k < 8; ++k) from_lane(b.qh[k], j, o.qh + 4 * k);
+    for (int p = 0; p < 4; ++p)
+      for (int k = 0; k < 8; ++k) from_lane(b.qs[p][k], j, o.qs + 32 * p + 4 * k);
+  }
+}
+
+// The integer dots of pair p (sub-blocks 2p and 2p + 1) of R activation rows: i0[r], i1[r].
+template <int R, class Packed>
+inline void k32_pair_dots(const Packed& b, int p, const void* a, int64_t as, int64_t i, __m512i* i0, __m512i* i1) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int r = 0; r < R; ++r) i0[r] = i1[r] = _mm512_setzero_si512();
+  for (int k = 0; k < 8; ++k) {
+    const __m512i q = load512(b.qs[p][k]);
+    __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    if constexpr (std::is_same_v<Packed, Q5KPacked>) {
+      const __m512i h = load512(b.qh[k]);
+      lo = add_where(lo, h, 2 * p, 0x10);
+      hi = add_where(hi, h, 2 * p + 1, 0x10);
+    }
+    for (int r = 0; r < R; ++r) {
+      const int8_t* aq = q8k_row(a, as, r)[i].qs + 64 * p + 4 * k;
+      i0[r] = _mm512_dpbusd_epi32(i0[r], lo, bcast4(aq));
+      i1[r] = _mm512_dpbusd_epi32(i1[r], hi, bcast4(aq + 32));
+    }
+  }
+}
+
+// Q4_K: R activation rows against one packed group; lane j of acc[r] / accm[r] are row j's chains.
+template <int R>
+void q4k_tile(const Q4KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  __m512 acc[R], accm[R];
+  for (int r = 0; r < R; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Q4KPacked& b = pk[i];
+    const __m512 dw = load_scales(b.d), dmw = load_scales(b.dmin);
+    __m512 dd[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const __m512 da = _mm512_set1_ps(q8k_row(a, as, r)[i].d);
+      dd[r] = _mm512_mul_ps(dw, da);
+      dm[r] = _mm512_mul_ps(dmw, da);
+    }
+    for (int p = 0; p < 4; ++p) {
+      __m512i i0[R], i1[R];
+      k32_pair_dots<R>(b, p, a, as, i, i0, i1);
+      const __m512i sc0 = bytes_to_i32(b.sc[2 * p]), sc1 = bytes_to_i32(b.sc[2 * p + 1]);
+      const __m512i m0 = bytes_to_i32(b.m[2 * p]), m1 = bytes_to_i32(b.m[2 * p + 1]);
+      for (int r = 0; r < R; ++r) {
+        const int16_t* bs = q8k_row(a, as, r)[i].bsums + 4 * p;
+        const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(sc0, i0[r]), _mm512_mullo_epi32(sc1, i1[r]));
+        const __m512i m = _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(bs[0] + bs[1])),
+                                           _mm512_mullo_epi32(m1, _mm512_set1_epi32(bs[2] + bs[3])));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd[r], acc[r]);
+        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm[r], accm[r]);
+      }
+    }
+  }
+  const __mmask16 valid = lanes_below(count);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, _mm512_sub_ps(acc[r], accm[r]));
+}
+
+// Q5_K: one S and one M per super-block.
+template <int R>
+void q5k_tile(const Q5KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Q5KPacked& b = pk[i];
+    __m512i s[R], m[R];
+    for (int r = 0; r < R; ++r) s[r] = m[r] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      __m512i i0[R], i1[R];
+      k32_pair_dots<R>(b, p, a, as, i, i0, i1);
+      const __m512i sc0 = bytes_to_i32(b.sc[2 * p]), sc1 = bytes_to_i32(b.sc[2 * p + 1]);
+      for (int r = 0; r < R; ++r)
+        s[r] = _mm512_add_epi32(s[r], _mm512_add_epi32(_mm512_mullo_epi32(sc0, i0[r]), _mm512_mullo_epi32(sc1, i1[r])));
+    }
+    for (int j = 0; j < 8; ++j) {
+      const __m512i mj = bytes_to_i32(b.m[j]);
+      for (int r = 0; r < R; ++r) {
+        const int16_t* bs = q8k_row(a, as, r)[i].bsums + 2 * j;
+        m[r] = _mm512_add_epi32(m[r], _mm512_mullo_epi32(mj, _mm512_set1_epi32(bs[0] + bs[1])));
+      }
+    }
+    const __m512 dw = load_scales(b.d), dmw = load_scales(b.dmin);
+    for (int r = 0; r < R; ++r) {
+      const __m512 res = _mm512_fnmadd_ps(dmw, _mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dw, _mm512_cvtepi32_ps(s[r])));
+      acc[r] = _mm512_fmadd_ps(res, _mm512_set1_ps(q8k_row(a, as, r)[i].d), acc[r]);
+    }
+  }
+  const __mmask16 valid = lanes_below(count);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, acc[r]);
+}
+
+// ---- Q2_K, Q3_K, Q6_K: 16-element sub-blocks ----
+//
+// Element 128h + 32k + 4c + t (half h, shift k = 0..3, chunk c = 0..7, t = 0..3) is in lane j's
+// 4 bytes of chunk c of half h, at bit position k of the type's packing; its sub-block is
+// 8h + 2k + (c >= 4). Each type's chunks are adjacent so that the tile reads one stream.
+//
+// Q6_K, per super-block (3360 bytes, exactly the 16 rows' blocks in the file):
+//   d        f16[16]
+//   sc       i8[16][16]       sub-block s, lane j: row j's scale
+//   q        [2][8] chunks    half h, chunk c: {a: ql bytes 64h+4c.., b: ql bytes 64h+32+4c..,
+//                             h: qh bytes 32h+4c..}; quant (k = 0: a's low nibble, 1: b's low,
+//                             2: a's high, 3: b's high) | (qh bits 2k, 2k+1) << 4, offset 32
+//                             (three interleaved streams 512 bytes apart decoded at 9 GB/s
+//                             against 22 for this one)
+// Q3_K (1824 bytes, 3.6% more: the scales are expanded):
+//   d        f16[16]
+//   sc       i8[16][16]       sub-block s, lane j: row j's scale (q3k_scale)
+//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1), hmask
+//                             bytes 4c..}; quant (qs >> 2k) & 3 | (hmask bit 4h+k) << 2, offset 4
+// Q2_K (1344 bytes, exactly the file's):
+//   d, dmin  f16[16] each
+//   sc       u8[16][16]       sub-block s, lane j: row j's scale byte (low nibble scale, high min)
+//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1)};
+//                             quant (qs >> 2k) & 3
+struct Q6KChunk {
+  uint8_t a[64];
+  uint8_t b[64];
+  uint8_t h[64];
+};
+struct Q6KPacked {
+  uint16_t d[kGroup];
+  int8_t sc[16][kGroup];
+  Q6KChunk q[2][8];
+};
+static_assert(sizeof(Q6KPacked) == kGroup * sizeof(BlockQ6_K));
+struct Q3KChunk {
+  uint8_t qs[2][64];
+  uint8_t hm[64];
+};
+struct Q3KPacked {
+  uint16_t d[kGroup];
+  int8_t sc[16][kGroup];
+  Q3KChunk q[8];
+};
+static_assert(sizeof(Q3KPacked) == 1824);
+struct Q2KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[16][kGroup];
+  uint8_t q[8][2][64];
+};
+static_assert(sizeof(Q2KPacked) == kGroup * sizeof(BlockQ2_K));
+
+struct Q6K {
+  using Block = BlockQ6_K;
+  using Packed = Q6KPacked;
+  static constexpr int kOffset = 32;
+  static constexpr bool kMin = false;
+  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
+    o.d[j] = valid ? b.d : 0;
+    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) {
+        to_lane(o.q[h][c].a, j, b.ql + 64 * h + 4 * c);
+        to_lane(o.q[h][c].b, j, b.ql + 64 * h + 32 + 4 * c);
+        to_lane(o.q[h][c].h, j, b.qh + 32 * h + 4 * c);
+      }
+  }
+  static void unpack(const Packed& p, int64_t j, Block& o) {
+    o.d = p.d[j];
+    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) {
+        from_lane(p.q[h][c].a, j, o.ql + 64 * h + 4 * c);
+        from_lane(p.q[h][c].b, j, o.ql + 64 * h + 32 + 4 * c);
+        from_lane(p.q[h][c].h, j, o.qh + 32 * h + 4 * c);
+      }
+  }
+  static void quants(const Packed& p, int h, int c, __m512i* q) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+    const __m512i qa = load512(p.q[h][c].a), qb = load512(p.q[h][c].b), qh = load512(p.q[h][c].h);
+    const auto high = [&](int k) { return _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), low2), 4); };
+    q[0] = _mm512_or_si512(_mm512_and_si512(qa, low4), high(0));
+    q[1] = _mm512_or_si512(_mm512_and_si512(qb, low4), high(1));
+    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), low4), high(2));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), low4), high(3));
+  }
+  static __m512i scale(const Packed& p, int s) { return bytes_to_i32(p.sc[s]); }
+};
+
+struct Q3K {
+  using Block = BlockQ3_K;
+  using Packed = Q3KPacked;
+  static constexpr int kOffset = 4;
+  static constexpr bool kMin = false;
+  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
+    o.d[j] = valid ? b.d : 0;
+    for (int s = 0; s < 16; ++s) o.sc[s][j] = static_cast<int8_t>(q3k_scale(b.scales, s));
+    for (int c = 0; c < 8; ++c) {
+      to_lane(o.q[c].qs[0], j, b.qs + 4 * c);
+      to_lane(o.q[c].qs[1], j, b.qs + 32 + 4 * c);
+      to_lane(o.q[c].hm, j, b.hmask + 4 * c);
+    }
+  }
+  static void unpack(const Packed& p, int64_t j, Block& o) {
+    o.d = p.d[j];
+    int sc[16];
+    for (int s = 0; s < 16; ++s) sc[s] = p.sc[s][j];
+    q3k_pack_scales(sc, o.scales);
+    for (int c = 0; c < 8; ++c) {
+      from_lane(p.q[c].qs[0], j, o.qs + 4 * c);
+      from_lane(p.q[c].qs[1], j, o.qs + 32 + 4 * c);
+      from_lane(p.q[c].hm, j, o.hmask + 4 * c);
+    }
+  }
+  static void quants(const Packed& p, int h, int c, __m512i* q) {
+    const __m512i low2 = _mm512_set1_epi8(0x03);
+    const __m512i qs = load512(p.q[c].qs[h]), hm = load512(p.q[c].hm);
+    for (int k = 0; k < 4; ++k) q[k] = add_where(_mm512_and_si512(_mm512_srli_epi16(qs, 2 * k), low2), hm, 4 * h + k, 4);
+  }
+  static __m512i scale(const Packed& p, int s) { return bytes_to_i32(p.sc[s]); }
+};
+
+struct Q2K {
+  using Block = BlockQ2_K;
+  using Packed = Q2KPacked;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
+    o.d[j] = valid ? b.d : 0;
+    o.dmin[j] = valid ? b.dmin : 0;
+    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
+    for (int c = 0; c < 8; ++c) {
+      to_lane(o.q[c][0], j, b.qs + 4 * c);
+      to_lane(o.q[c][1], j, b.qs + 32 + 4 * c);
+    }
+  }
+  static void unpack(const Packed& p, int64_t j, Block& o) {
+    o.d = p.d[j];
+    o.dmin = p.dmin[j];
+    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
+    for (int c = 0; c < 8; ++c) {
+      from_lane(p.q[c][0], j, o.qs + 4 * c);
+      from_lane(p.q[c][1], j, o.qs + 32 + 4 * c);
+    }
+  }
+  static void quants(const Packed& p, int h, int c, __m512i* q) {
+    const __m512i low2 = _mm512_set1_epi8(0x03);
+    const __m512i qs = load512(p.q[c][h]);
+    for (int k = 0; k < 4; ++k) q[k] = _mm512_and_si512(_mm512_srli_epi16(qs, 2 * k), low2);
+  }
+  static __m512i scale(const Packed& p, int s) { return _mm512_and_si512(bytes_to_i32(p.sc[s]), _mm512_set1_epi32(0x0F)); }
+  static __m512i min(const Packed& p, int s) { return _mm512_srli_epi32(bytes_to_i32(p.sc[s]), 4); }
+};
+
+template <class T>
+int64_t k16_packed_bytes(int64_t n) noexcept {
+  return n / kQKK * static_cast<int64_t>(sizeof(typename T::Packed));
+}
+
+template <class T>
+void k16_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
+  auto* out = static_cast<typename T::Packed*>(packed);
+  for (int64_t i = 0; i < n / kQKK; ++i)
+    for (int64_t j = 0; j < kGroup; ++j) T::pack(group_block<typename T::Block>(w, ws, count, j, i), j < count, j, out[i]);
+}
+
+template <class T>
+void k16_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const typename T::Packed*>(packed);
+  auto* out = static_cast<typename T::Block*>(row);
+  for (int64_t i = 0; i < n / kQKK; ++i) T::unpack(pk[i], j, out[i]);
+}
+
+// R activation rows against one packed group: lane j of acc[r] is row j's chain.
+template <class T, int R>
+void k16_tile(const typename T::Packed* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const typename T::Packed& p = pk[i];
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {
+        // Sub-blocks 8h + 2k + half for k = 0..3, each of chunks c = 4 half .. 4 half + 3.
+        __m512i dot[4][R];
+        for (int k = 0; k < 4; ++k)
+          for (int r = 0; r < R; ++r)
+            dot[k][r] = _mm512_set1_epi32(-T::kOffset * q8k_row(a, as, r)[i].bsums[8 * h + 2 * k + half]);
+        for (int c = 4 * half; c < 4 * half + 4; ++c) {
+          __m512i q[4];
+          T::quants(p, h, c, q);
+          for (int r = 0; r < R; ++r) {
+            const int8_t* aq = q8k_row(a, as, r)[i].qs + 128 * h + 4 * c;
+            for (int k = 0; k < 4; ++k) dot[k][r] = _mm512_dpbusd_epi32(dot[k][r], q[k], bcast4(aq + 32 * k));
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          const __m512i sc = T::scale(p, 8 * h + 2 * k + half);
+          for (int r = 0; r < R; ++r) sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(sc, dot[k][r]));
+        }
+      }
+    }
+    const __m512 dw = load_scales(p.d);
+    if constexpr (T::kMin) {
+      __m512i m[R];
+      for (int r = 0; r < R; ++r) m[r] = _mm512_setzero_si512();
+      for (int s = 0; s < 16; ++s) {
+        const __m512i ms = T::min(p, s);
+        for (int r = 0; r < R; ++r)
+          m[r] = _mm512_add_epi32(m[r], _mm512_mullo_epi32(ms, _mm512_set1_epi32(q8k_row(a, as, r)[i].bsums[s])));
+      }
+      const __m512 dmw = load_scales(p.dmin);
+      for (int r = 0; r < R; ++r) {
+        const __m512 res = _mm512_fnmadd_ps(dmw, _mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dw, _mm512_cvtepi32_ps(sum[r])));
+        acc[r] = _mm512_fmadd_ps(res, _mm512_set1_ps(q8k_row(a, as, r)[i].d), acc[r]);
+      }
+    } else {
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_cvtepi32_ps(sum[r])), _mm512_set1_ps(q8k_row(a, as, r)[i].d), acc[r]);
+    }
+  }
+  const __mmask16 valid = lanes_below(count);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ys, valid, acc[r]);
+}
+
+// multiply() of every K-quant: the tile over groups of up to 4 activation rows.
+template <class Packed, template <int> class TileOf>
+void k_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a, int64_t n,
+                float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const Packed*>(packed);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    TileOf<decltype(rows)::value>::run(pk, count, ab + r * as, as, n, y + r * ys, ys);
+  });
+}
+
+template <int R>
+struct Q4KTile {
+  static void run(const Q4KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    q4k_tile<R>(pk, count, a, as, n, y, ys);
+  }
+};
+template <int R>
+struct Q5KTile {
+  static void run(const Q5KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+    q5k_tile<R>(pk, count, a, as, n, y, ys);
+  }
+};
+template <class T>
+struct K16Tile {
+  template <int R>
+  struct Of {
+    static void run(const typename T::Packed* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
+      k16_tile<T, R>(pk, count, a, as, n, y, ys);
+    }
+  };
+};
+
+template <class T>
+constexpr QGemmKernel k16_kernel() {
+  return {8,
+          kGroup,
+          no_side_bytes,
+          no_prepare_side,
+          k16_packed_bytes<T>,
+          k16_pack<T>,
+          k_multiply<typename T::Packed, K16Tile<T>::template Of>,
+          k16_unpack<T>};
+}
+
+}  // namespace
+
+// min_rows (8): the fewest rows for which packing per call would pay; every K-quant is packed at
+// load on CPUs with these kernels, so it matters only for weights that were not.
+const QGemmKernel qgemm_q4_k_avx512{8,
+                                    kGroup,
+                                    no_side_bytes,
+                                    no_prepare_side,
+                                    k32_packed_bytes<Q4KPacked>,
+                                    k32_pack<BlockQ4_K, Q4KPacked>,
+                                    k_multiply<Q4KPacked, Q4KTile>,
+                                    k32_unpack<BlockQ4_K, Q4KPacked>};
+const QGemmKernel qgemm_q5_k_avx512{8,
+                                    kGroup,
+                                    no_side_bytes,
+                                    no_prepare_side,
+                                    k32_packed_bytes<Q5KPacked>,
+                                    k32_pack<BlockQ5_K, Q5KPacked>,
+                                    k_multiply<Q5KPacked, Q5KTile>,
+                                    k32_unpack<BlockQ5_K, Q5KPacked>};
+const QGemmKernel qgemm_q6_k_avx512 = k16_kernel<Q6K>();
+const QGemmKernel qgemm_q3_k_avx512 = k16_kernel<Q3K>();
+const QGemmKernel qgemm_q2_k_avx512 = k16_kernel<Q2K>();
+
+}  // namespace infer

@@ -48,6 +48,8 @@ class AttentionPlan {
   std::vector<int32_t> group_begin, group_seq;  // group g: rows[begin[g], begin[g+1])
   int64_t scratch_stride = 0;
   int head_parts = 1;  // query heads of a group split in head_parts tasks
+  int ctx_chunks = 0;  // > 0: each (group, part) split further by context chunk (kAttentionChunk)
+  int64_t partial_stride = 0;  // floats of one (group, chunk)'s partial states
   int64_t n_rows = 0;  // rows planned
   mutable AlignedBuffer scratch;  // working memory of attention() (one step at a time)
 };

@@ -267,3 +267,84 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit, an
     }
   }
 }
+
+TEST_CASE("attention over several chunks stays within float64 softmax attention's bound, on every ISA", "[attention]") {
+  const AttentionShape shape{2, 1, 32, 0.2f};
+  Cache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 100);
+  const auto kv = random_floats(cache.k.size() / 2, 21, -2.0f, 2.0f);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const uint16_t kh = f32_to_f16(kv[i]), vh = f32_to_f16(kv[kv.size() - 1 - i] / 2.0f);
+    std::memcpy(&cache.k[2 * i], &kh, 2);
+    std::memcpy(&cache.v[2 * i], &vh, 2);
+  }
+  const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 22, -1.0f, 1.0f);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim))), out(q.size());
+  for (CpuIsa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (int n_ctx : {511, 512, 513, 1024, 1100, 1600}) {
+      attention_row(q.data(), shape, cache.view, 0, cache.blocks, n_ctx, out.data(), scratch.data());
+      const auto expect = reference(q.data(), shape, cache, n_ctx);
+      for (size_t i = 0; i < out.size(); ++i) {
+        INFO(isa_name(isa) << " n_ctx " << n_ctx << " element " << i << " got " << out[i] << " expect " << expect[i]);
+        REQUIRE(std::fabs(double(out[i]) - expect[i]) <= 2e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention split by context chunk and combined gives attention_rows' and attention_row's bits, on every ISA",
+          "[attention]") {
+  const AttentionShape shape{4, 1, 32, 0.15f};  // one KV head: the case the split is for
+  Cache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 110);
+  const auto kv = random_floats(cache.k.size() / 2, 23, -2.0f, 2.0f);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const uint16_t kh = f32_to_f16(kv[i]), vh = f32_to_f16(kv[kv.size() - 1 - i]);
+    std::memcpy(&cache.k[2 * i], &kh, 2);
+    std::memcpy(&cache.v[2 * i], &vh, 2);
+  }
+  const int64_t width = shape.n_head * shape.head_dim;
+  // Contexts within one chunk, on its boundary and over several; windows that start inside a
+  // later chunk (its earlier chunks see nothing) or just before a boundary.
+  const std::vector<int32_t> rows = {2, 0, 5, 1, 4, 3};
+  const std::vector<int32_t> n_ctx = {300, 512, 513, 1100, 1760, 1700};
+  const std::vector<int32_t> first = {0, 0, 500, 0, 1030, 511};
+  const int n_rows = static_cast<int>(rows.size());
+  const auto q = random_floats(static_cast<size_t>(n_rows * width), 24, -1.0f, 1.0f);
+  AttentionRows ar;
+  ar.q = q.data();
+  ar.q_stride = width;
+  ar.rows = rows.data();
+  ar.n_ctx = n_ctx.data();
+  ar.first = first.data();
+  ar.n_rows = n_rows;
+  ar.out_stride = width;
+  std::vector<float> expect(static_cast<size_t>(n_rows * width)), whole(expect.size()), split(expect.size());
+  std::vector<float> single(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
+  std::vector<float> scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, n_rows)));
+  const int chunks = (1760 + kAttentionChunk - 1) / kAttentionChunk;
+  const int64_t stride = attention_partial_floats(shape, n_rows);
+  std::vector<float> partials(static_cast<size_t>(stride * chunks));
+  {
+    IsaScope scalar(CpuIsa::scalar);
+    for (int j = 0; j < n_rows; ++j)
+      attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
+                    n_ctx[static_cast<size_t>(j)], expect.data() + rows[static_cast<size_t>(j)] * width, single.data(),
+                    first[static_cast<size_t>(j)]);
+  }
+  for (CpuIsa isa : supported_isas()) {
+    IsaScope scope(isa);
+    ar.out = whole.data();
+    attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data());
+    // The chunks in reverse order and the heads in two parts, as threads might take them.
+    ar.out = split.data();
+    std::fill(partials.begin(), partials.end(), std::nanf(""));
+    for (int c = chunks - 1; c >= 0; --c)
+      for (int part = 0; part < 2; ++part)
+        attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data(), 2 * part, 2 * part + 2, c,
+                       partials.data() + c * stride);
+    attention_combine(shape, ar, partials.data(), chunks, stride, scratch.data());
+    INFO("isa " << isa_name(isa));
+    REQUIRE(std::memcmp(whole.data(), expect.data(), expect.size() * 4) == 0);
+    REQUIRE(std::memcmp(split.data(), expect.data(), expect.size() * 4) == 0);
+  }
+}

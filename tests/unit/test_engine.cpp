@@ -1166,3 +1166,41 @@ TEST_CASE("compute threads beyond the hardware's are clamped to it, with a warni
   CHECK(log.warnings[0].find(std::to_string(hw + 998)) != std::string::npos);
   CHECK(log.warnings[0].find("hardware threads") != std::string::npos);
 }
+
+TEST_CASE("decoding past several attention chunks with one KV head: logprobs equal the prompt scores, with 1 or 2 threads",
+          "[engine][score]") {
+  // One KV head and 2 threads: each generated token's attention is split by context chunk over the
+  // threads and folded (the prompt's rows are not); 1 thread computes it whole.
+  test::TinyLlama spec = llama_spec();
+  spec.n_kv_heads = 1;
+  spec.n_ctx = 1536;
+  spec.seed = 79;
+  const ModelOnDisk model(spec, "one-kv-head");
+  std::mt19937 rng(33);
+  const auto prompt = random_prompt(rng, 1100);
+  std::vector<std::vector<float>> runs;
+  for (int threads : {2, 1}) {
+    EngineConfig c;
+    c.threads = threads;
+    auto e = make_engine(c, model.path);
+    Request r = greedy(prompt, 8);
+    r.params.logprobs = true;
+    auto gen = e->generate(r).value();
+    REQUIRE(gen.status.is_ok());
+    REQUIRE(gen.logprobs.size() == 8);
+    std::vector<int32_t> full = prompt;
+    full.insert(full.end(), gen.ids.begin(), gen.ids.end());
+    Request s = greedy(full, 0);
+    s.score.from = static_cast<int64_t>(prompt.size());
+    auto scored = e->generate(s).value();
+    REQUIRE(scored.prompt_logprobs.size() == 8);
+    std::vector<float> lp;
+    for (size_t i = 0; i < 8; ++i) {
+      INFO(threads << " threads, token " << i);
+      CHECK(gen.logprobs[i].logprob == scored.prompt_logprobs[i].logprob);
+      lp.push_back(gen.logprobs[i].logprob);
+    }
+    runs.push_back(lp);
+  }
+  CHECK(runs[0] == runs[1]);
+}

@@ -13,7 +13,10 @@ namespace infer {
   void attention_row(const float* q, const AttentionShape& shape, const KvView& kv, int layer,                      \
                      std::span<const int32_t> blocks, int32_t n_ctx, float* out, float* scratch, int32_t first) noexcept; \
   void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,    \
-                      const AttentionRows& rows, float* scratch, int head_begin, int head_end) noexcept;            \
+                      const AttentionRows& rows, float* scratch, int head_begin, int head_end, int chunk,           \
+                      float* partials) noexcept;                                                                    \
+  void attention_combine(const AttentionShape& shape, const AttentionRows& rows, const float* partials,            \
+                         int n_chunks, int64_t chunk_stride, float* scratch, int head_begin, int head_end) noexcept; \
   }
 INFER_DECLARE_ATTENTION(isa_ref)
 INFER_DECLARE_ATTENTION(isa_avx2)
@@ -24,12 +27,17 @@ namespace {
 constexpr int64_t kTile = kAttentionTile;
 }  // namespace
 
-int64_t attention_scratch_floats(int head_dim) noexcept { return (kTile + 2) * static_cast<int64_t>(head_dim) + kTile; }
+int64_t attention_scratch_floats(int head_dim) noexcept { return (kTile + 3) * static_cast<int64_t>(head_dim) + kTile; }
 
 int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept {
   const int64_t hd = shape.head_dim, group = shape.n_head / std::max(1, shape.n_kv_heads);
-  // K tile (transposed), one V row, and per (row, head): accumulator, probabilities, m and sum.
-  return kTile * hd + hd + static_cast<int64_t>(n_rows) * group * (hd + kTile + 2);
+  // K tile (transposed), one V row, and per (row, head): the chunk's accumulator, probabilities, m
+  // and sum, and the folded chunks' accumulator, m and sum.
+  return kTile * hd + hd + static_cast<int64_t>(n_rows) * group * (2 * hd + kTile + 4);
+}
+
+int64_t attention_partial_floats(const AttentionShape& shape, int n_rows) noexcept {
+  return static_cast<int64_t>(n_rows) * shape.n_head * (shape.head_dim + 2);
 }
 
 
@@ -44,8 +52,14 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
 }
 
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
-                    const AttentionRows& rows, float* scratch, int head_begin, int head_end) noexcept {
-  INFER_ISA_DISPATCH(attention_rows, shape, kv, layer, blocks, rows, scratch, head_begin, head_end);
+                    const AttentionRows& rows, float* scratch, int head_begin, int head_end, int chunk,
+                    float* partials) noexcept {
+  INFER_ISA_DISPATCH(attention_rows, shape, kv, layer, blocks, rows, scratch, head_begin, head_end, chunk, partials);
+}
+
+void attention_combine(const AttentionShape& shape, const AttentionRows& rows, const float* partials, int n_chunks,
+                       int64_t chunk_stride, float* scratch, int head_begin, int head_end) noexcept {
+  INFER_ISA_DISPATCH(attention_combine, shape, rows, partials, n_chunks, chunk_stride, scratch, head_begin, head_end);
 }
 
 }  // namespace infer

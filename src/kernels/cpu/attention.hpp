@@ -9,8 +9,16 @@
 //   p_t = exp_ggml(s_t - m) (kernels/cpu/exp_approx.hpp); sum += the tile's Σp in float64, taken
 //     8 at a time through the tree ((p0+p4)+(p2+p6))+((p1+p5)+(p3+p7)) and rounded to float;
 //   acc_d = fma(v_t,d, p_t, acc_d) for t in order;
-// then out = acc * (1 / sum). K and V rows are read as floats (F16 converted exactly).
-// The result depends only on q and this sequence's cache, never on other rows of the batch.
+// The tiles are taken in chunks of kAttentionChunk positions [512c, 512c + 512), each chunk from a
+// fresh state (m = -inf, sum = 0, acc = 0); the chunks' states are then folded in order, as
+// ggml_flash_attn_ext_reduce_partials folds its per-thread chunks (the first non-empty chunk is
+// taken as it is; then m = max(m_f, m_c), acc_f = acc_f * exp(m_f - m) + acc_c * exp(m_c - m),
+// sum likewise), and out = acc * (1 / sum). A context of at most one chunk is therefore exactly
+// llama.cpp's tiled flash attention; a longer one can be split over threads by chunk
+// (attention_rows with `chunk`, then attention_combine) with the same bits as one thread
+// computing it alone. K and V rows are read as floats (F16 converted exactly).
+// The result depends only on q and this sequence's cache, never on other rows of the batch nor
+// on the number of threads.
 // Compiled once per ISA (core/isa_variants.hpp); every variant gives the same bits.
 #pragma once
 
@@ -24,6 +32,10 @@ namespace infer {
 // Positions per tile: ggml's GGML_FA_TILE_KV. The tile boundaries decide where the running max
 // is updated, so they are part of the result.
 inline constexpr int kAttentionTile = 64;
+// Positions per chunk (a multiple of the tile): the chunk boundaries decide where partial states
+// are folded, so they are part of the result too; 512 keeps every context llama.cpp's reference
+// tests use (up to 512) within one chunk.
+inline constexpr int kAttentionChunk = 512;
 
 struct AttentionShape {
   int n_head = 0;
@@ -51,6 +63,12 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
 // out_stride. `scratch` holds attention_rows_scratch_floats(shape, n_rows). Only query heads
 // [head_begin, head_end) are computed (head_end < 0: all), so that heads can be spread over
 // threads when there are few rows.
+//
+// chunk >= 0 computes only the tiles of chunk `chunk` and, instead of writing out, stores each
+// (row j, query head h)'s state {m, sum, acc[head_dim]} at partials + (j * n_head + h) *
+// (head_dim + 2); attention_combine() then folds the chunks 0..n_chunks-1 of each (row, head) in
+// order (chunk c's partials at partials + c * chunk_stride) and writes out. A long context is so
+// spread over threads with the result of chunk < 0. `scratch` of attention_combine: head_dim floats.
 struct AttentionRows {
   const float* q = nullptr;
   int64_t q_stride = 0;
@@ -63,7 +81,12 @@ struct AttentionRows {
 };
 int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept;
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
-                    const AttentionRows& rows, float* scratch, int head_begin = 0, int head_end = -1) noexcept;
+                    const AttentionRows& rows, float* scratch, int head_begin = 0, int head_end = -1, int chunk = -1,
+                    float* partials = nullptr) noexcept;
+void attention_combine(const AttentionShape& shape, const AttentionRows& rows, const float* partials, int n_chunks,
+                       int64_t chunk_stride, float* scratch, int head_begin = 0, int head_end = -1) noexcept;
+// Floats of one chunk's partials for n_rows rows.
+int64_t attention_partial_floats(const AttentionShape& shape, int n_rows) noexcept;
 
 // Stores one token's K and V (n_kv_heads * head_dim floats each) at `pos` of a sequence.
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,

@@ -59,6 +59,30 @@ inline float tile_scores(const float* q, const float* kt, int hd, int lo, int n,
   return tile_max;
 }
 
+// Folds a chunk's online-softmax state (m, sum, acc) into the running one (fm, fsum, facc), in
+// ggml_flash_attn_ext_reduce_partials' arithmetic: a chunk that saw nothing (sum 0) adds nothing,
+// and the first one that saw something is taken as it is.
+inline void fold_chunk(float m, float sum, const float* acc, int hd, float& fm, float& fsum, float* facc) noexcept {
+  if (sum == 0.0f) return;
+  if (fsum == 0.0f) {
+    fm = m;
+    fsum = sum;
+    std::copy(acc, acc + hd, facc);
+    return;
+  }
+  const float m_new = std::fmax(fm, m);
+  const float scale_old = std::exp(fm - m_new), scale_new = std::exp(m - m_new);
+  for (int i = 0; i < hd; ++i) facc[i] = facc[i] * scale_old + acc[i] * scale_new;
+  fsum = fsum * scale_old + sum * scale_new;
+  fm = m_new;
+}
+
+// out = facc / fsum (0 when nothing was visible).
+inline void write_normalized(const float* facc, float fsum, int hd, float* out) noexcept {
+  const float inv = fsum == 0.0f ? 0.0f : 1.0f / fsum;
+  for (int i = 0; i < hd; ++i) out[i] = facc[i] * inv;
+}
+
 }  // namespace
 
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,
@@ -82,15 +106,22 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
   float* p = kt + kTile * hd;       // scores, then probabilities
   float* row = p + kTile;           // one K or V row
   float* acc = row + hd;
+  float* facc = acc + hd;           // the chunks folded so far
   auto cache_row = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos) {
     load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, row);
   };
   for (int h = 0; h < shape.n_head; ++h) {
     const int kvh = h / group;
     const float* qh = q + static_cast<int64_t>(h) * hd;
-    float m = -INFINITY, sum = 0.0f;
+    float m = -INFINITY, sum = 0.0f, fm = -INFINITY, fsum = 0.0f;
     for (int i = 0; i < hd; ++i) acc[i] = 0.0f;
-    for (int32_t t0 = first / kTile * kTile; t0 < n_ctx; t0 += kTile) {
+    const int32_t start = first / kTile * kTile;
+    for (int32_t t0 = start; t0 < n_ctx; t0 += kTile) {
+      if (t0 % kAttentionChunk == 0 && t0 != start) {
+        fold_chunk(m, sum, acc, hd, fm, fsum, facc);
+        m = -INFINITY, sum = 0.0f;
+        std::fill(acc, acc + hd, 0.0f);
+      }
       const int n = std::min<int32_t>(kTile, n_ctx - t0);
       const int lo = std::max<int32_t>(0, first - t0);  // positions t0 + [lo, n) are visible
       for (int t = 0; t < kTile; ++t) {
@@ -120,13 +151,14 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
         for (int i = 0; i < hd; ++i) acc[i] = std::fma(row[i], p[t], acc[i]);
       }
     }
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    for (int i = 0; i < hd; ++i) out[static_cast<int64_t>(h) * hd + i] = acc[i] * inv;
+    fold_chunk(m, sum, acc, hd, fm, fsum, facc);
+    write_normalized(facc, fsum, hd, out + static_cast<int64_t>(h) * hd);
   }
 }
 
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
-                    const AttentionRows& rows, float* scratch, int head_begin, int head_end) noexcept {
+                    const AttentionRows& rows, float* scratch, int head_begin, int head_end, int chunk,
+                    float* partials) noexcept {
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_kv_heads;
   if (head_end < 0) head_end = shape.n_head;
@@ -135,10 +167,13 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
   const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
   float* kt = scratch;             // kt[i * kTile + t]
   float* vrow = kt + kTile * hd;   // one V row
-  float* acc = vrow + hd;          // [n_states][hd]
-  float* prob = acc + static_cast<int64_t>(n_states) * hd;  // [n_states][kTile]
+  float* acc = vrow + hd;          // [n_states][hd]: this chunk's
+  float* prob = acc + static_cast<int64_t>(n_states) * hd;   // [n_states][kTile]
   float* m = prob + static_cast<int64_t>(n_states) * kTile;  // [n_states]
   float* sum = m + n_states;                                 // [n_states]
+  float* facc = sum + n_states;                              // [n_states][hd]: the chunks folded so far
+  float* fm = facc + static_cast<int64_t>(n_states) * hd;    // [n_states]
+  float* fsum = fm + n_states;                               // [n_states]
   auto load = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos, float* dst) {
     load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, dst);
   };
@@ -147,15 +182,32 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
     lo_all = std::min(lo_all, rows.first[j]);
     hi_all = std::max(hi_all, rows.n_ctx[j]);
   }
-  for (int kvh = head_begin / group; kvh * group < head_end; ++kvh) {
-    // This KV head's query heads within [head_begin, head_end).
-    const int g_lo = std::max(0, head_begin - kvh * group), g_hi = std::min(group, head_end - kvh * group);
+  int32_t t_begin = lo_all / kTile * kTile, t_end = hi_all;
+  if (chunk >= 0) {
+    t_begin = std::max(t_begin, chunk * kAttentionChunk);
+    t_end = std::min(t_end, (chunk + 1) * kAttentionChunk);
+  }
+  auto reset_chunk = [&] {
     for (int s = 0; s < n_states; ++s) {
       m[s] = -INFINITY;
       sum[s] = 0.0f;
       std::fill(acc + static_cast<int64_t>(s) * hd, acc + static_cast<int64_t>(s + 1) * hd, 0.0f);
     }
-    for (int32_t t0 = lo_all / kTile * kTile; t0 < hi_all; t0 += kTile) {
+  };
+  for (int kvh = head_begin / group; kvh * group < head_end; ++kvh) {
+    // This KV head's query heads within [head_begin, head_end).
+    const int g_lo = std::max(0, head_begin - kvh * group), g_hi = std::min(group, head_end - kvh * group);
+    auto fold_all = [&] {
+      for (int s = 0; s < n_states; ++s)
+        fold_chunk(m[s], sum[s], acc + static_cast<int64_t>(s) * hd, hd, fm[s], fsum[s], facc + static_cast<int64_t>(s) * hd);
+    };
+    reset_chunk();
+    for (int s = 0; s < n_states; ++s) fm[s] = -INFINITY, fsum[s] = 0.0f;
+    for (int32_t t0 = t_begin; t0 < t_end; t0 += kTile) {
+      if (t0 % kAttentionChunk == 0 && t0 != t_begin) {
+        fold_all();
+        reset_chunk();
+      }
       // The tile's keys any row sees (others stay 0: every row masks them).
       const int n_all = std::min<int32_t>(kTile, hi_all - t0);
       const int lo_tile = std::max<int32_t>(0, lo_all - t0);
@@ -208,13 +260,35 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
     }
     for (int j = 0; j < n_rows; ++j)
       for (int g = g_lo; g < g_hi; ++g) {
-        const int s = j * group + g;
-        const float inv = sum[s] == 0.0f ? 0.0f : 1.0f / sum[s];
-        float* o = rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(kvh * group + g) * hd;
-        const float* a = acc + static_cast<int64_t>(s) * hd;
-        for (int i = 0; i < hd; ++i) o[i] = a[i] * inv;
+        const int s = j * group + g, h = kvh * group + g;
+        if (chunk >= 0) {
+          // This chunk's state, for attention_combine.
+          float* part = partials + (static_cast<int64_t>(j) * shape.n_head + h) * (hd + 2);
+          part[0] = m[s];
+          part[1] = sum[s];
+          std::copy(acc + static_cast<int64_t>(s) * hd, acc + static_cast<int64_t>(s + 1) * hd, part + 2);
+          continue;
+        }
+        fold_chunk(m[s], sum[s], acc + static_cast<int64_t>(s) * hd, hd, fm[s], fsum[s], facc + static_cast<int64_t>(s) * hd);
+        write_normalized(facc + static_cast<int64_t>(s) * hd, fsum[s], hd,
+                         rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(h) * hd);
       }
   }
+}
+
+void attention_combine(const AttentionShape& shape, const AttentionRows& rows, const float* partials, int n_chunks,
+                       int64_t chunk_stride, float* scratch, int head_begin, int head_end) noexcept {
+  const int hd = shape.head_dim;
+  if (head_end < 0) head_end = shape.n_head;
+  for (int j = 0; j < rows.n_rows; ++j)
+    for (int h = head_begin; h < head_end; ++h) {
+      float fm = -INFINITY, fsum = 0.0f;
+      for (int c = 0; c < n_chunks; ++c) {
+        const float* part = partials + c * chunk_stride + (static_cast<int64_t>(j) * shape.n_head + h) * (hd + 2);
+        fold_chunk(part[0], part[1], part + 2, hd, fm, fsum, scratch);
+      }
+      write_normalized(scratch, fsum, hd, rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(h) * hd);
+    }
 }
 
 }  // namespace infer::INFER_ISA_NS

@@ -23,18 +23,15 @@
 #include "tokenizer/pretokenizer.hpp"
 #include "tokenizer/special_split.hpp"
 #include "tokenizer/utf8.hpp"
+#include "tokenizer/vocab_tokenizer.hpp"
 
 namespace infer {
 
 namespace {
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public VocabTokenizer {
  public:
-  BpeTokenizer(Vocab vocab, PreTokenizer pre)
-      : Tokenizer(Info{vocab.size(), vocab.bos, vocab.eos, vocab.eot, vocab.add_bos, vocab.add_eos,
-                       vocab.add_space_prefix}),
-        vocab_(std::move(vocab)),
-        pre_(std::move(pre)) {
+  BpeTokenizer(Vocab vocab, PreTokenizer pre) : VocabTokenizer(std::move(vocab)), pre_(std::move(pre)) {
     // A later duplicate owns the text, as in llama.cpp's text-to-id map.
     by_text_.reserve(vocab_.text.size());
     for (size_t i = 0; i < vocab_.text.size(); ++i) by_text_[vocab_.text[i]] = static_cast<int32_t>(i);
@@ -46,14 +43,7 @@ class BpeTokenizer final : public Tokenizer {
 
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special, bool parse_special) const override;
 
-  std::string_view token_text(int32_t id) const override {
-    return vocab_.valid(id) ? std::string_view(vocab_.text[id]) : std::string_view();
-  }
-
   std::string token_to_bytes(int32_t id, bool render_special) const override;
-
-  bool is_control(int32_t id) const override { return vocab_.has(id, token_attr::control); }
-  bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
 
  private:
   int32_t find(std::string_view text) const {
@@ -64,7 +54,6 @@ class BpeTokenizer final : public Tokenizer {
   // Appends the ids of one pre-tokenized word, already spelled in byte characters.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  Vocab vocab_;
   PreTokenizer pre_;
   std::unordered_map<std::string_view, int32_t> by_text_;  // into vocab_.text
   // "left right" -> merge rank. Unambiguous: symbols never hold a space (they are spelled in byte
@@ -184,7 +173,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
 }
 
 std::string BpeTokenizer::token_to_bytes(int32_t id, bool render_special) const {
-  if (!pre_.spec().byte_encode) return spm_style_piece(vocab_, id, render_special);
+  if (!pre_.spec().byte_encode) return VocabTokenizer::token_to_bytes(id, render_special);
   if (!vocab_.valid(id)) return {};
   const uint32_t attr = vocab_.attr[id];
   const std::string& text = vocab_.text[id];

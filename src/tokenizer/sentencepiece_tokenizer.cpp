@@ -26,32 +26,19 @@
 #include "tokenizer/sentencepiece_model.hpp"
 #include "tokenizer/special_split.hpp"
 #include "tokenizer/utf8.hpp"
+#include "tokenizer/vocab_tokenizer.hpp"
 
 namespace infer {
 
 namespace {
 
-class SentencePieceTokenizer final : public Tokenizer {
+class SentencePieceTokenizer final : public VocabTokenizer {
  public:
-  explicit SentencePieceTokenizer(Vocab vocab)
-      : Tokenizer(Info{vocab.size(), vocab.bos, vocab.eos, vocab.eot, vocab.add_bos, vocab.add_eos,
-                       vocab.add_space_prefix}),
-        vocab_(std::move(vocab)) {}
+  explicit SentencePieceTokenizer(Vocab vocab) : VocabTokenizer(std::move(vocab)) {}
 
   Status init();
 
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special, bool parse_special) const override;
-
-  std::string_view token_text(int32_t id) const override {
-    return vocab_.valid(id) ? std::string_view(vocab_.text[id]) : std::string_view();
-  }
-
-  std::string token_to_bytes(int32_t id, bool render_special) const override {
-    return spm_style_piece(vocab_, id, render_special);
-  }
-
-  bool is_control(int32_t id) const override { return vocab_.has(id, token_attr::control); }
-  bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
 
  private:
   // Appends the ids of one text run (spaces not yet escaped), with a leading space if asked.
@@ -60,7 +47,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   Status encode_valid(std::string_view text, std::vector<int32_t>& out) const;
   Status push_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
-  Vocab vocab_;
   sentencepiece::SentencePieceProcessor processor_;
   int32_t unknown_piece_ = -1;            // libsentencepiece's id for "no such entry"
   std::array<int32_t, 256> byte_token_{};  // byte -> token, -1 when the vocabulary has none

@@ -21,6 +21,7 @@
 #include "tokenizer/special_split.hpp"
 #include "tokenizer/unicode_tables.hpp"
 #include "tokenizer/utf8.hpp"
+#include "tokenizer/vocab_tokenizer.hpp"
 
 namespace infer {
 
@@ -33,12 +34,9 @@ bool is_cjk_ideograph(uint32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-class WordPieceTokenizer final : public Tokenizer {
+class WordPieceTokenizer final : public VocabTokenizer {
  public:
-  explicit WordPieceTokenizer(Vocab vocab)
-      : Tokenizer(Info{vocab.size(), vocab.bos, vocab.eos, vocab.eot, vocab.add_bos, vocab.add_eos,
-                       vocab.add_space_prefix}),
-        vocab_(std::move(vocab)) {
+  explicit WordPieceTokenizer(Vocab vocab) : VocabTokenizer(std::move(vocab)) {
     by_text_.reserve(vocab_.text.size());
     for (size_t i = 0; i < vocab_.text.size(); ++i) {
       by_text_[vocab_.text[i]] = static_cast<int32_t>(i);  // a later duplicate wins, as in llama.cpp
@@ -48,20 +46,10 @@ class WordPieceTokenizer final : public Tokenizer {
 
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special, bool parse_special) const override;
 
-  std::string_view token_text(int32_t id) const override {
-    return vocab_.valid(id) ? std::string_view(vocab_.text[id]) : std::string_view();
-  }
-  std::string token_to_bytes(int32_t id, bool render_special) const override {
-    return spm_style_piece(vocab_, id, render_special);
-  }
-  bool is_control(int32_t id) const override { return vocab_.has(id, token_attr::control); }
-  bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
-
  private:
   std::vector<std::string> words(std::string_view text) const;
   Status encode_word(const std::string& word, std::vector<int32_t>& out) const;
 
-  Vocab vocab_;
   std::unordered_map<std::string_view, int32_t> by_text_;  // into vocab_.text
   size_t max_len_ = 0;                                     // the longest entry, in bytes
 };

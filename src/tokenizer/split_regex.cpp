@@ -3,9 +3,17 @@
 // which is ECMAScript's priority order. A quantified one-character node counts its repetitions
 // in a loop and backs off from the longest, so the C++ stack only ever holds one frame per
 // pattern node.
+//
+// Every node sits in one place of the pattern, so its continuation is always the same, and
+// whether the continuation succeeds from a position depends on that position alone (no
+// captures, no back references). An unbounded loop therefore remembers, per piece, the run it
+// counted and the ends it already tried in vain: a later attempt inside the same run knows its
+// count and, when all its ends were tried, fails at once. Without that, \s+$ over a long run of
+// spaces that does not end the piece would cost the square of the run's length.
 #include "tokenizer/split_regex.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "core/status_macros.hpp"
@@ -329,10 +337,17 @@ struct SplitRegex::Cont {
   const Cont* next;
 };
 
+// What an unbounded one-character loop learned in this piece (see the top of the file).
+struct SplitRegex::LoopMemo {
+  size_t run_start = SIZE_MAX, run_end = 0;  // the characters run_start..run_end-1 all match
+  size_t failed_from = SIZE_MAX;             // ends failed_from..run_end were tried in vain
+};
+
 struct SplitRegex::Matcher {
   const std::vector<Node>& nodes;
   std::span<const uint32_t> cpts;
   size_t begin, end;
+  std::vector<LoopMemo>& memo;  // one per node
 
   // Node n at pos, then the continuation k; on success `out` is where the whole match ends.
   bool match(int n, size_t pos, const Cont* k, size_t& out) const {
@@ -355,13 +370,22 @@ struct SplitRegex::Matcher {
           if (match(kid, pos, k, out)) return true;
           return node.min == 0 && resume(k, pos, out);
         }
+        const size_t min = static_cast<size_t>(node.min);
         const size_t room = end - std::min(pos, end);
         const size_t limit = node.max < 0 ? room : std::min(room, static_cast<size_t>(node.max));
+        LoopMemo* m = node.max < 0 ? &memo[n] : nullptr;
         size_t count = 0;
-        size_t ignored = 0;
-        while (count < limit && match(kid, pos + count, nullptr, ignored)) ++count;
-        for (size_t c = count + 1; c-- > static_cast<size_t>(node.min);)
+        if (m && pos >= m->run_start && pos <= m->run_end) {
+          count = m->run_end - pos;
+          if (pos + min >= m->failed_from) return false;  // every end was tried
+        } else {
+          size_t ignored = 0;
+          while (count < limit && match(kid, pos + count, nullptr, ignored)) ++count;
+          if (m) *m = LoopMemo{pos, pos + count, SIZE_MAX};
+        }
+        for (size_t c = count + 1; c-- > min;)
           if (resume(k, pos + c, out)) return true;
+        if (m) m->failed_from = std::min(m->failed_from, pos + min);
         return false;
       }
       case Node::kLookahead:
@@ -393,15 +417,22 @@ struct SplitRegex::Matcher {
 };
 
 size_t SplitRegex::match_at(std::span<const uint32_t> cpts, size_t begin, size_t end, size_t pos) const {
-  const Matcher m{nodes_, cpts, begin, end};
+  std::vector<LoopMemo> memo(nodes_.size());
+  return match_at(cpts, begin, end, pos, memo);
+}
+
+size_t SplitRegex::match_at(std::span<const uint32_t> cpts, size_t begin, size_t end, size_t pos,
+                            std::vector<LoopMemo>& memo) const {
+  const Matcher m{nodes_, cpts, begin, end, memo};
   size_t out = pos;
   return m.match(root_, pos, nullptr, out) ? out - pos : 0;
 }
 
 void SplitRegex::split(std::span<const uint32_t> cpts, size_t begin, size_t end, std::vector<size_t>& out) const {
+  std::vector<LoopMemo> memo(nodes_.size());  // for this piece only
   size_t last = begin;
   for (size_t pos = begin; pos < end;) {
-    const size_t len = match_at(cpts, begin, end, pos);
+    const size_t len = match_at(cpts, begin, end, pos, memo);
     if (len == 0) {
       ++pos;
       continue;

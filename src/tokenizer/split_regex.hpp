@@ -15,7 +15,8 @@
 // and the quantifiers ? * + {n} {n,} {n,m} (greedy). A group repeated more than once must match
 // exactly one character (as ((?=[\p{L}])([^a-z]))* does), and the whole pattern must not match
 // the empty text: then matching never recurses deeper than the pattern is long, however long the
-// text. Anything else is refused when compiling.
+// text, and an unbounded loop remembers what it tried (split_regex.cpp) so that a long run of
+// characters does not cost the square of its length. Anything else is refused when compiling.
 #pragma once
 
 #include <cstddef>
@@ -59,7 +60,11 @@ class SplitRegex {
   };
   struct Cont;
   class Parser;
+  struct LoopMemo;
   struct Matcher;
+
+  size_t match_at(std::span<const uint32_t> cpts, size_t begin, size_t end, size_t pos,
+                  std::vector<LoopMemo>& memo) const;
 
   std::vector<Node> nodes_;
   int root_ = -1;

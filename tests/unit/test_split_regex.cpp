@@ -111,3 +111,41 @@ TEST_CASE("the WordPiece normalizer's Unicode facts are the simple lowercase and
   CHECK(unicode::nfd_first(0xAC00) == 0x1100);  // a Hangul syllable decomposes to its first jamo
   CHECK(unicode::nfd_first('x') == 'x');
 }
+
+TEST_CASE("SplitRegex's loop memory never changes a split: the same pieces as matching afresh at every position",
+          "[bpe][regex]") {
+  // Random texts over characters every class of the table tells apart.
+  const std::vector<uint32_t> alphabet = {' ', ' ', '\n', '\r', 'a', 'Z', '1', ',', '`', '\'', 's',
+                                          0x4E2D, 0x3000, 0x301, 0xE9, 0xB2, 0x85};
+  std::vector<std::string_view> patterns = {"\\s+$", "\\s+(?!\\S)|\\s+", "\\s?\\p{L}+", "[^\\n]+|[\\n]+",
+                                            "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+", " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"};
+  for (const PreTokenizerSpec& spec : all_pre_tokenizers())
+    for (const std::string_view r : spec.regexes) patterns.push_back(r);
+  uint32_t seed = 12345;
+  const auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<uint32_t> cpts(next() % 40);
+    for (uint32_t& c : cpts) c = alphabet[(next() >> 8) % alphabet.size()];
+    for (const std::string_view pattern : patterns) {
+      auto re = SplitRegex::compile(pattern);
+      if (!re.ok()) continue;  // a hand-written splitter's regex, e.g. with (?i:...)
+      std::vector<size_t> pieces;
+      re->split(cpts, 0, cpts.size(), pieces);
+      std::vector<size_t> fresh;
+      size_t last = 0;
+      for (size_t pos = 0; pos < cpts.size();) {
+        const size_t len = re->match_at(cpts, 0, cpts.size(), pos);
+        if (len == 0) {
+          ++pos;
+          continue;
+        }
+        if (pos > last) fresh.push_back(pos - last);
+        fresh.push_back(len);
+        last = pos += len;
+      }
+      if (cpts.size() > last) fresh.push_back(cpts.size() - last);
+      INFO(pattern << " trial " << trial);
+      CHECK(pieces == fresh);
+    }
+  }
+}

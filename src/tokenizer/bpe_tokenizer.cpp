@@ -1,15 +1,17 @@
 // How the ids come out identical to llama.cpp's (llama-vocab.cpp, llm_tokenizer_bpe_session):
 //
 //   1. the prompt is split on special-token strings (special_split.cpp);
-//   2. each text run is read as code points (invalid bytes become U+FFFD, as llama.cpp reads
+//   2. with escape_spaces (Gemma 4), spaces become "▁";
+//   3. each text run is read as code points (invalid bytes become U+FFFD, as llama.cpp reads
 //      them) and cut into words by the vocabulary's pre-tokenizer (pretokenizer.cpp);
-//   3. each word's UTF-8 bytes are spelled with GPT-2's byte characters (byte_level.hpp);
-//   4. with ignore_merges, a word that is a vocabulary entry is that token; otherwise the word's
-//      characters are merged pairwise, lowest merge rank first (leftmost on ties), whether or
-//      not the merged text is an entry;
-//   5. each final symbol is looked up; one that is no entry contributes the entries that its
-//      single bytes are (llama.cpp looks up each byte of the symbol's text as a one-byte text;
-//      bytes that are no entry are dropped).
+//   4. with byte_encode, each word's UTF-8 bytes are spelled with GPT-2's byte characters
+//      (byte_level.hpp); otherwise the word stays UTF-8;
+//   5. with ignore_merges, a word that is a vocabulary entry is that token (with newline_words,
+//      a word of newlines only); otherwise the word's characters are merged pairwise, lowest
+//      merge rank first (leftmost on ties), whether or not the merged text is an entry;
+//   6. each final symbol is looked up; one that is no entry contributes the entries that its
+//      single bytes are (llama.cpp looks up each byte as a one-byte text, or as <0xAB> without
+//      byte_encode; bytes that are no entry are dropped).
 #include "tokenizer/bpe_tokenizer.hpp"
 
 #include <algorithm>
@@ -21,18 +23,15 @@
 #include "tokenizer/pretokenizer.hpp"
 #include "tokenizer/special_split.hpp"
 #include "tokenizer/utf8.hpp"
+#include "tokenizer/vocab_tokenizer.hpp"
 
 namespace infer {
 
 namespace {
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public VocabTokenizer {
  public:
-  BpeTokenizer(Vocab vocab, PreTokenizerSpec pre)
-      : Tokenizer(Info{vocab.size(), vocab.bos, vocab.eos, vocab.eot, vocab.add_bos, vocab.add_eos,
-                       vocab.add_space_prefix}),
-        vocab_(std::move(vocab)),
-        pre_(pre) {
+  BpeTokenizer(Vocab vocab, PreTokenizer pre) : VocabTokenizer(std::move(vocab)), pre_(std::move(pre)) {
     // A later duplicate owns the text, as in llama.cpp's text-to-id map.
     by_text_.reserve(vocab_.text.size());
     for (size_t i = 0; i < vocab_.text.size(); ++i) by_text_[vocab_.text[i]] = static_cast<int32_t>(i);
@@ -44,14 +43,7 @@ class BpeTokenizer final : public Tokenizer {
 
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special, bool parse_special) const override;
 
-  std::string_view token_text(int32_t id) const override {
-    return vocab_.valid(id) ? std::string_view(vocab_.text[id]) : std::string_view();
-  }
-
   std::string token_to_bytes(int32_t id, bool render_special) const override;
-
-  bool is_control(int32_t id) const override { return vocab_.has(id, token_attr::control); }
-  bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
 
  private:
   int32_t find(std::string_view text) const {
@@ -62,10 +54,10 @@ class BpeTokenizer final : public Tokenizer {
   // Appends the ids of one pre-tokenized word, already spelled in byte characters.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  Vocab vocab_;
-  PreTokenizerSpec pre_;
+  PreTokenizer pre_;
   std::unordered_map<std::string_view, int32_t> by_text_;  // into vocab_.text
-  // "left right" -> merge rank. Unambiguous: symbols are spelled in byte characters, never spaces.
+  // "left right" -> merge rank. Unambiguous: symbols never hold a space (they are spelled in byte
+  // characters, or spaces are "▁").
   std::unordered_map<std::string, int32_t> rank_;
 };
 
@@ -87,13 +79,23 @@ Result<std::vector<int32_t>> BpeTokenizer::encode(std::string_view text, bool ad
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  const PreTokenizerSpec& spec = pre_.spec();
+  std::string escaped;
+  if (spec.escape_spaces) {
+    escaped = escape_spaces(text);
+    text = escaped;
+  }
   const std::vector<uint32_t> cpts = utf8::code_points_lenient(text);
   std::string bytes, word;
   size_t begin = 0;
-  for (const size_t len : pre_tokenize(pre_.kind, cpts)) {
+  for (const size_t len : pre_.split(cpts)) {
     bytes.clear();
     for (size_t i = begin; i < begin + len; ++i) utf8::append(bytes, cpts[i]);
     begin += len;
+    if (!spec.byte_encode) {
+      encode_word(bytes, out);
+      continue;
+    }
     word.clear();
     for (const char c : bytes) word += byte_level::char_of(static_cast<uint8_t>(c));
     encode_word(word, out);
@@ -101,7 +103,8 @@ void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out)
 }
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (pre_.ignore_merges) {
+  const PreTokenizerSpec& spec = pre_.spec();
+  if (spec.ignore_merges || (spec.newline_words && word.find_first_not_of('\n') == std::string_view::npos)) {
     if (const int32_t id = find(word); id >= 0) {
       out.push_back(id);
       return;
@@ -162,12 +165,15 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
       out.push_back(id);
       continue;
     }
-    for (size_t i = 0; i < t.size(); ++i)
-      if (const int32_t id = find(t.substr(i, 1)); id >= 0) out.push_back(id);
+    for (const char c : t) {
+      const int32_t id = spec.byte_encode ? find(std::string_view(&c, 1)) : find(byte_token_text(static_cast<uint8_t>(c)));
+      if (id >= 0) out.push_back(id);
+    }
   }
 }
 
 std::string BpeTokenizer::token_to_bytes(int32_t id, bool render_special) const {
+  if (!pre_.spec().byte_encode) return VocabTokenizer::token_to_bytes(id, render_special);
   if (!vocab_.valid(id)) return {};
   const uint32_t attr = vocab_.attr[id];
   const std::string& text = vocab_.text[id];
@@ -199,9 +205,10 @@ std::string BpeTokenizer::token_to_bytes(int32_t id, bool render_special) const 
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocab vocab) {
-  const auto pre = find_pre_tokenizer(vocab.pre);
-  if (!pre) return unsupported("tokenizer.ggml.pre '" + vocab.pre + "' is not a supported pre-tokenizer");
-  return std::unique_ptr<Tokenizer>(std::make_unique<BpeTokenizer>(std::move(vocab), *pre));
+  const auto spec = find_pre_tokenizer(vocab.pre);
+  if (!spec) return unsupported("tokenizer.ggml.pre '" + vocab.pre + "' is not a supported pre-tokenizer");
+  INFER_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::create(*spec));
+  return std::unique_ptr<Tokenizer>(std::make_unique<BpeTokenizer>(std::move(vocab), std::move(pre)));
 }
 
 }  // namespace infer

@@ -1,4 +1,5 @@
-// The byte-level BPE tokenizer (tokenizer.ggml.model "gpt2": GPT-2, Llama 3, Qwen 2, SmolLM, ...).
+// The BPE tokenizer: byte-level (tokenizer.ggml.model "gpt2": GPT-2, Llama 3, Qwen 2, SmolLM,
+// DeepSeek, Falcon, ...) and over UTF-8 with "▁" for spaces ("gemma4": Gemma 4).
 #pragma once
 
 #include <memory>

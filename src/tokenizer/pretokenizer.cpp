@@ -1,10 +1,13 @@
-// Each splitter scans one piece of text at a time (the pieces an earlier stage made) and ends a
-// word wherever llama.cpp's matching splitter does; the branch order follows the alternatives of
-// the regex. Positions past the piece's end read as "no character", which is how lookahead
-// such as \s+(?!\S) sees the end of a piece.
+// The table of pre-tokenizers, and the hand-written splitters llama.cpp uses for its most common
+// regexes. Each splitter scans one piece of text at a time (the pieces an earlier stage made) and
+// ends a word wherever llama.cpp's matching splitter does (unicode.cpp, which for these regexes
+// does not run std::regex, and differs from it in corner cases); the branch order follows the
+// alternatives of the regex. Positions past the piece's end read as "no character", which is how
+// lookahead such as \s+(?!\S) sees the end of a piece.
 #include "tokenizer/pretokenizer.hpp"
 
 #include <array>
+#include <cassert>
 
 #include "tokenizer/unicode_tables.hpp"
 #include "tokenizer/utf8.hpp"
@@ -13,12 +16,12 @@ namespace infer {
 
 namespace {
 
-// Per code point: the classes the regexes test.
+// Per code point: the classes the hand-written splitters test.
 enum : uint8_t {
-  kLetter = 1,       // \p{L}
-  kNumber = 2,       // \p{N}
-  kSpace = 4,        // \s
-  kPunctuation = 8,  // [\p{P}\$\+<=>\^~\|] (the default pre-tokenizer's first pattern)
+  kLetter = 1,  // \p{L}
+  kNumber = 2,  // \p{N}
+  kSpace = 4,   // \s
+  kMark = 8,    // \p{M}
 };
 
 uint8_t classify(uint32_t cpt) {
@@ -26,11 +29,9 @@ uint8_t classify(uint32_t cpt) {
   switch (unicode::category(cpt)) {
     case unicode::Category::letter: f |= kLetter; break;
     case unicode::Category::number: f |= kNumber; break;
-    case unicode::Category::punctuation: f |= kPunctuation; break;
+    case unicode::Category::mark: f |= kMark; break;
     default: break;
   }
-  if (cpt == '$' || cpt == '+' || cpt == '<' || cpt == '=' || cpt == '>' || cpt == '^' || cpt == '~' || cpt == '|')
-    f |= kPunctuation;
   if (unicode::is_whitespace(cpt)) f |= kSpace;
   return f;
 }
@@ -63,8 +64,9 @@ class Piece {
   bool letter(size_t p) const { return has(p, kLetter); }
   bool number(size_t p) const { return has(p, kNumber); }
   bool space(size_t p) const { return has(p, kSpace); }
-  // [^\s\p{L}\p{N}]: any character but whitespace, letters and numbers.
-  bool other(size_t p) const { return p < end_ && !(flags_[p] & (kSpace | kLetter | kNumber)); }
+  // A character in none of the classes `f` ([^\s\p{L}\p{N}] for f = kSpace | kLetter | kNumber).
+  bool none_of(size_t p, uint8_t f) const { return p < end_ && !(flags_[p] & f); }
+  bool other(size_t p) const { return none_of(p, kSpace | kLetter | kNumber); }
 
   // Ends the current word at `to`; returns its length (0: nothing since the last word).
   size_t emit(size_t to) {
@@ -123,17 +125,18 @@ void split_gpt2(Piece& w, size_t pos) {
 }
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-// \s*[\r\n]+|\s+(?!\S)|\s+
-void split_llama3(Piece& w, size_t pos, size_t max_digits) {
+// \s*[\r\n]+|\s+(?!\S)|\s+ where \p{L} stands for the classes `letters` (qwen35: [\p{L}\p{M}]).
+void split_llama3(Piece& w, size_t pos, size_t max_digits, uint8_t letters) {
   const auto newline = [&](size_t p) { return w.cpt(p) == '\r' || w.cpt(p) == '\n'; };
+  const auto letter = [&](size_t p) { return w.has(p, letters); };
   while (pos < w.end()) {
     if (const size_t n = w.contraction(pos, true)) {
       pos += w.emit(pos + n);
       continue;
     }
-    if (!newline(pos) && !w.number(pos) && (w.letter(pos) || w.letter(pos + 1))) {
+    if (!newline(pos) && !w.number(pos) && (letter(pos) || letter(pos + 1))) {
       ++pos;  // a letter, or the one character allowed before the letters
-      while (w.letter(pos)) ++pos;
+      while (letter(pos)) ++pos;
       w.emit(pos);
       continue;
     }
@@ -149,10 +152,11 @@ void split_llama3(Piece& w, size_t pos, size_t max_digits) {
       continue;
     }
     // " ?[^\s\p{L}\p{N}]+[\r\n]*". A space that ends the piece is a word of its own here.
+    const uint8_t not_other = kSpace | kNumber | letters;
     const size_t first = w.cpt(pos) == ' ' ? pos + 1 : pos;
-    if (w.other(first) || first >= w.end()) {
+    if (w.none_of(first, not_other) || first >= w.end()) {
       pos = first;
-      while (w.other(pos)) ++pos;
+      while (w.none_of(pos, not_other)) ++pos;
       while (newline(pos)) ++pos;
       w.emit(pos);
       continue;
@@ -175,129 +179,167 @@ void split_llama3(Piece& w, size_t pos, size_t max_digits) {
   }
 }
 
-using Pieces = std::vector<size_t>;  // lengths of consecutive pieces
+// The regexes, spelled exactly as llama.cpp's llm_tokenizer_bpe lists them (its hand-written
+// splitters are chosen by comparing these strings, and so are libinfer's).
+constexpr std::string_view kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+constexpr std::string_view kLlama3 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr std::string_view kQwen2 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr std::string_view kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// CJK unified ideographs, U+0800..U+4E00 (sic, as in the models' tokenizer.json) and Hangul.
+constexpr std::string_view kDeepseekCjk = "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+";
 
-// Each piece cut by `split`, which is called with a Piece and its start.
-template <class Split>
-Pieces refine(std::span<const uint32_t> cpts, std::span<const uint8_t> flags, const Pieces& pieces, Split split) {
-  Pieces out;
-  out.reserve(pieces.size());
-  size_t begin = 0;
-  for (const size_t len : pieces) {
-    Piece w(cpts, flags, begin, begin + len, out);
-    split(w, begin);
-    begin += len;
-  }
-  return out;
-}
+// The regexes that have a hand-written splitter, and the splitter.
+struct Scanner {
+  std::string_view regex;
+  void (*split)(Piece&, size_t);
+};
+constexpr Scanner kScanners[] = {
+    {kGpt2, split_gpt2},
+    {kLlama3, [](Piece& w, size_t pos) { split_llama3(w, pos, 3, kLetter); }},
+    {kQwen2, [](Piece& w, size_t pos) { split_llama3(w, pos, 1, kLetter); }},
+    {kQwen35, [](Piece& w, size_t pos) { split_llama3(w, pos, 1, kLetter | kMark); }},
+};
 
-// A regex of one character class, [class]+ (or [class] alone): its matches and the gaps between
-// them each become a piece.
-void split_runs(Piece& w, size_t pos, uint8_t cls, bool single) {
-  while (pos < w.end()) {
-    if (!w.has(pos, cls)) {
-      while (pos < w.end() && !w.has(pos, cls)) ++pos;
-    } else if (single) {
-      ++pos;
-    } else {
-      while (w.has(pos, cls)) ++pos;
-    }
-    w.emit(pos);
-  }
-}
+constexpr std::string_view kDefaultRegexes[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"};
+constexpr std::string_view kGpt2Regexes[] = {kGpt2};
+constexpr std::string_view kStarcoderRegexes[] = {"\\p{N}", kGpt2};
+constexpr std::string_view kLlama3Regexes[] = {kLlama3};
+constexpr std::string_view kQwen2Regexes[] = {kQwen2};
+constexpr std::string_view kQwen35Regexes[] = {kQwen35};
+constexpr std::string_view kFalconRegexes[] = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, "[0-9][0-9][0-9]"};
+constexpr std::string_view kDeepseekCoderRegexes[] = {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kDeepseekCjk, "\\p{N}"};
+constexpr std::string_view kDeepseekLlmRegexes[] = {
+    "[\r\n]",
+    // Letters of the Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, ... scripts.
+    "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF"
+    "\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5"
+    "\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA"
+    "\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45"
+    "\u1F48-\u1F4D\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE"
+    "\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC"
+    "\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139"
+    "\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3"
+    "\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06"
+    "\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-\U000104FB"
+    "\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-\U0001E943]+",
+    // ASCII punctuation and symbols, their full-width forms, quotation marks, CJK punctuation.
+    "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
+    "\\s+$",
+    kDeepseekCjk,
+    "\\p{N}+",
+};
+constexpr std::string_view kNewlineRegexes[] = {"[^\\n]+|[\\n]+"};
 
-// [0-9][0-9][0-9]: matches left to right, and the gaps between them.
-void split_digit_triples(Piece& w, size_t pos) {
-  const auto digit = [&](size_t p) { return w.cpt(p) >= '0' && w.cpt(p) <= '9'; };
-  while (pos < w.end()) {
-    if (digit(pos) && digit(pos + 1) && digit(pos + 2)) {
-      w.emit(pos);
-      pos += 3;
-      w.emit(pos);
-    } else {
-      ++pos;
-    }
+// tokenizer.ggml.pre names (space-separated) and what they select, as llama.cpp (0.3.36) sets
+// them up; a name whose llama.cpp entry does more than these fields say is not listed.
+struct Row {
+  std::string_view names;
+  PreTokenizerSpec spec;
+};
+const Row kRows[] = {
+    {"default", {"default", kDefaultRegexes}},
+    {"gpt-2 phi-2 jina-es jina-de gigachat jina-v2-es jina-v2-de a.x-4.0 mellum modern-bert mpt olmo jais trillion "
+     "granite-docling exaone4",
+     {"gpt2", kGpt2Regexes}},
+    {"starcoder refact command-r smollm codeshell exaone minerva-7b mellum2", {"starcoder", kStarcoderRegexes}},
+    {"llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano",
+     {"llama3", kLlama3Regexes, /*ignore_merges=*/true, /*add_bos=*/true}},
+    {"dbrx smaug-bpe", {"dbrx", kLlama3Regexes}},
+    {"qwen2 deepseek-r1-qwen kormo f2llmv2 megrez stablelm2 hunyuan solar-open", {"qwen2", kQwen2Regexes}},
+    {"qwen35", {"qwen35", kQwen35Regexes}},
+    {"falcon", {"falcon", kFalconRegexes}},
+    {"deepseek-coder", {"deepseek-coder", kDeepseekCoderRegexes}},
+    {"deepseek-llm", {"deepseek-llm", kDeepseekLlmRegexes}},
+    {"gemma4 granite-embed-multi-311m",
+     {.type = "gemma4", .regexes = kNewlineRegexes, .add_bos = true, .always_bos = true, .byte_encode = false,
+      .escape_spaces = true, .newline_words = true}},
+};
+
+bool row_has_name(const Row& row, std::string_view name) {
+  for (size_t pos = 0; pos <= row.names.size();) {
+    const size_t space = std::min(row.names.find(' ', pos), row.names.size());
+    if (row.names.substr(pos, space - pos) == name) return true;
+    pos = space + 1;
   }
-  w.emit(pos);
+  return false;
 }
 
 }  // namespace
 
 std::optional<PreTokenizerSpec> find_pre_tokenizer(std::string_view name) {
-  struct Entry {
-    std::string_view name;
-    PreTokenizerSpec spec;
-  };
-  using P = PreTokenizer;
-  // The names llama.cpp (0.3.36) maps to these regexes with no other special behaviour.
-  static constexpr Entry kNames[] = {
-      {"", {P::default_bpe}},          {"default", {P::default_bpe}},
-      {"gpt-2", {P::gpt2}},            {"phi-2", {P::gpt2}},
-      {"jina-es", {P::gpt2}},          {"jina-de", {P::gpt2}},
-      {"gigachat", {P::gpt2}},         {"jina-v2-es", {P::gpt2}},
-      {"jina-v2-de", {P::gpt2}},       {"a.x-4.0", {P::gpt2}},
-      {"mellum", {P::gpt2}},           {"mpt", {P::gpt2}},
-      {"olmo", {P::gpt2}},             {"jais", {P::gpt2}},
-      {"trillion", {P::gpt2}},         {"granite-docling", {P::gpt2}},
-      {"exaone4", {P::gpt2}},          {"starcoder", {P::starcoder}},
-      {"refact", {P::starcoder}},      {"command-r", {P::starcoder}},
-      {"smollm", {P::starcoder}},      {"codeshell", {P::starcoder}},
-      {"exaone", {P::starcoder}},      {"minerva-7b", {P::starcoder}},
-      {"mellum2", {P::starcoder}},     {"llama3", {P::llama3, true, true}},
-      {"llama-v3", {P::llama3, true, true}}, {"llama-bpe", {P::llama3, true, true}},
-      {"falcon3", {P::llama3, true, true}},  {"falcon-h1", {P::llama3, true, true}},
-      {"pixtral", {P::llama3, true, true}},  {"midm-2.0", {P::llama3, true, true}},
-      {"lfm2", {P::llama3, true, true}},     {"jina-v5-nano", {P::llama3, true, true}},
-      {"dbrx", {P::llama3}},           {"smaug-bpe", {P::llama3}},
-      {"qwen2", {P::qwen2}},           {"deepseek-r1-qwen", {P::qwen2}},
-      {"kormo", {P::qwen2}},           {"f2llmv2", {P::qwen2}},
-      {"megrez", {P::qwen2}},          {"stablelm2", {P::qwen2}},
-      {"hunyuan", {P::qwen2}},         {"solar-open", {P::qwen2}},
-  };
-  for (const Entry& e : kNames)
-    if (e.name == name) return e.spec;
+  if (name.empty()) name = "default";  // no tokenizer.ggml.pre: llama.cpp's default
+  for (const Row& row : kRows)
+    if (row_has_name(row, name)) return row.spec;
   return std::nullopt;
 }
 
 std::string supported_pre_tokenizers() {
-  return "default, gpt-2, smollm, starcoder, llama-bpe (llama3), qwen2 and their aliases in llama.cpp";
+  std::string out;
+  for (const Row& row : kRows) {
+    if (!out.empty()) out += ", ";
+    for (const char c : row.names) out += c == ' ' ? std::string(", ") : std::string(1, c);
+  }
+  return out;
 }
 
-std::vector<size_t> pre_tokenize(PreTokenizer kind, std::span<const uint32_t> cpts) {
+std::vector<PreTokenizerSpec> all_pre_tokenizers() {
+  std::vector<PreTokenizerSpec> out;
+  for (const Row& row : kRows) out.push_back(row.spec);
+  return out;
+}
+
+Result<PreTokenizer> PreTokenizer::create(const PreTokenizerSpec& spec) {
+  PreTokenizer pre;
+  pre.spec_ = spec;
+  for (const std::string_view regex : spec.regexes) {
+    Stage& stage = pre.stages_.emplace_back();
+    for (size_t i = 0; i < std::size(kScanners); ++i)
+      if (kScanners[i].regex == regex) stage.scanner = static_cast<int>(i);
+    if (stage.scanner >= 0) continue;
+    auto compiled = SplitRegex::compile(regex);
+    if (!compiled.ok()) return internal_error("pre-tokenizer " + std::string(spec.type) + ": " + compiled.status().message());
+    stage.regex = std::move(compiled).value();
+  }
+  return pre;
+}
+
+std::vector<size_t> PreTokenizer::split(std::span<const uint32_t> cpts) const {
   if (cpts.empty()) return {};
   const std::vector<uint8_t> flags = classify_all(cpts);
-  Pieces pieces = {cpts.size()};
-  const auto stage = [&](auto split) { pieces = refine(cpts, flags, pieces, split); };
-  const auto gpt2 = [](Piece& w, size_t pos) { split_gpt2(w, pos); };
-  switch (kind) {
-    case PreTokenizer::default_bpe:
-      stage([](Piece& w, size_t pos) { split_runs(w, pos, kPunctuation, false); });
-      stage(gpt2);
-      stage([](Piece& w, size_t pos) { split_runs(w, pos, kNumber, false); });
-      stage(split_digit_triples);
-      break;
-    case PreTokenizer::gpt2:
-      stage(gpt2);
-      break;
-    case PreTokenizer::starcoder:
-      stage([](Piece& w, size_t pos) { split_runs(w, pos, kNumber, true); });
-      stage(gpt2);
-      break;
-    case PreTokenizer::llama3:
-      stage([](Piece& w, size_t pos) { split_llama3(w, pos, 3); });
-      break;
-    case PreTokenizer::qwen2:
-      stage([](Piece& w, size_t pos) { split_llama3(w, pos, 1); });
-      break;
+  std::vector<size_t> pieces = {cpts.size()}, next;
+  for (const Stage& stage : stages_) {
+    next.clear();
+    next.reserve(pieces.size());
+    size_t begin = 0;
+    for (const size_t len : pieces) {
+      if (stage.regex) {
+        stage.regex->split(cpts, begin, begin + len, next);
+      } else {
+        Piece w(cpts, flags, begin, begin + len, next);
+        kScanners[stage.scanner].split(w, begin);
+      }
+      begin += len;
+    }
+    pieces.swap(next);
   }
   return pieces;
 }
 
-std::vector<std::string> pre_tokenize_text(PreTokenizer kind, std::string_view text) {
+std::vector<std::string> pre_tokenize_text(std::string_view name, std::string_view text) {
+  const auto spec = find_pre_tokenizer(name);
+  assert(spec && "pre_tokenize_text: unknown pre-tokenizer name");
+  auto pre = PreTokenizer::create(*spec);
+  assert(pre.ok());
   const std::vector<uint32_t> cpts = utf8::code_points_lenient(text);
   std::vector<std::string> words;
   size_t begin = 0;
-  for (const size_t len : pre_tokenize(kind, cpts)) {
+  for (const size_t len : pre->split(cpts)) {
     std::string& w = words.emplace_back();
     for (size_t i = begin; i < begin + len; ++i) utf8::append(w, cpts[i]);
     begin += len;
@@ -306,3 +348,4 @@ std::vector<std::string> pre_tokenize_text(PreTokenizer kind, std::string_view t
 }
 
 }  // namespace infer
+

@@ -193,20 +193,6 @@ bool looks_special(std::string_view t) {
          wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
 }
 
-std::string unescape_spaces(std::string_view s) {
-  constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    if (s.substr(i, kSpaceSymbol.size()) == kSpaceSymbol) {
-      out += ' ';
-      i += kSpaceSymbol.size();
-    } else {
-      out += s[i++];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<SentencePieceModel> parse_sentencepiece_model(std::string_view bytes) {

@@ -26,34 +26,19 @@
 #include "tokenizer/sentencepiece_model.hpp"
 #include "tokenizer/special_split.hpp"
 #include "tokenizer/utf8.hpp"
+#include "tokenizer/vocab_tokenizer.hpp"
 
 namespace infer {
 
 namespace {
 
-constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // ▁, SentencePiece's escaped space
-
-int hex_value(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
-
-class SentencePieceTokenizer final : public Tokenizer {
+class SentencePieceTokenizer final : public VocabTokenizer {
  public:
-  explicit SentencePieceTokenizer(Vocab vocab)
-      : Tokenizer(Info{vocab.size(), vocab.bos, vocab.eos, vocab.eot, vocab.add_bos, vocab.add_eos,
-                       vocab.add_space_prefix}),
-        vocab_(std::move(vocab)) {}
+  explicit SentencePieceTokenizer(Vocab vocab) : VocabTokenizer(std::move(vocab)) {}
 
   Status init();
 
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special, bool parse_special) const override;
-
-  std::string_view token_text(int32_t id) const override {
-    return vocab_.valid(id) ? std::string_view(vocab_.text[id]) : std::string_view();
-  }
-
-  std::string token_to_bytes(int32_t id, bool render_special) const override;
-
-  bool is_control(int32_t id) const override { return vocab_.has(id, token_attr::control); }
-  bool is_eog(int32_t id) const override { return vocab_.is_eog(id); }
 
  private:
   // Appends the ids of one text run (spaces not yet escaped), with a leading space if asked.
@@ -62,7 +47,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   Status encode_valid(std::string_view text, std::vector<int32_t>& out) const;
   Status push_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
-  Vocab vocab_;
   sentencepiece::SentencePieceProcessor processor_;
   int32_t unknown_piece_ = -1;            // libsentencepiece's id for "no such entry"
   std::array<int32_t, 256> byte_token_{};  // byte -> token, -1 when the vocabulary has none
@@ -113,9 +97,7 @@ Status SentencePieceTokenizer::init() {
 
   // llama.cpp's byte_to_token: the entry "<0xAB>", else the entry that is the byte itself.
   for (int b = 0; b < 256; ++b) {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    const std::string name = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
-    const int id = processor_.PieceToId(name);
+    const int id = processor_.PieceToId(byte_token_text(static_cast<uint8_t>(b)));
     const int raw = processor_.PieceToId(std::string(1, static_cast<char>(b)));
     byte_token_[b] = id != unknown_piece_ ? id : raw != unknown_piece_ ? raw : -1;
   }
@@ -148,13 +130,7 @@ Result<std::vector<int32_t>> SentencePieceTokenizer::encode(std::string_view tex
 }
 
 Status SentencePieceTokenizer::encode_run(std::string_view raw, bool space_prefix, std::vector<int32_t>& out) const {
-  std::string escaped;
-  escaped.reserve(raw.size() + raw.size() / 4 + kSpaceSymbol.size());
-  if (space_prefix) escaped += kSpaceSymbol;
-  for (const char c : raw) {
-    if (c == ' ') escaped += kSpaceSymbol;
-    else escaped += c;
-  }
+  const std::string escaped = (space_prefix ? std::string(kSpaceSymbol) : std::string()) + escape_spaces(raw);
   const std::string_view text = escaped;
   // Characters are cut by their lead byte, after escaping (so a malformed lead byte can swallow
   // part of a "▁"). A malformed character never merges with a neighbour (no entry contains it):
@@ -201,29 +177,6 @@ Status SentencePieceTokenizer::push_bytes(std::string_view bytes, std::vector<in
   }
   for (const char c : bytes) out.push_back(byte_token_[static_cast<uint8_t>(c)]);
   return Status::ok();
-}
-
-std::string SentencePieceTokenizer::token_to_bytes(int32_t id, bool render_special) const {
-  if (!vocab_.valid(id)) return {};
-  const uint32_t attr = vocab_.attr[id];
-  const std::string& text = vocab_.text[id];
-  if (attr & (token_attr::control | token_attr::unknown)) return render_special ? text : std::string();
-  if (attr & token_attr::user_defined) return text;
-  if (attr & token_attr::normal) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-      if (text.compare(i, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
-        out += ' ';
-        i += kSpaceSymbol.size();
-      } else {
-        out += text[i++];
-      }
-    }
-    return out;
-  }
-  if (attr & token_attr::byte) return std::string(1, static_cast<char>(hex_value(text[3]) * 16 + hex_value(text[4])));
-  return {};  // unused and undefined tokens render as nothing, as in llama.cpp
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "tokenizer/sentencepiece_model.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 #include "tokenizer/vocab.hpp"
+#include "tokenizer/wordpiece_tokenizer.hpp"
 
 namespace infer {
 
@@ -46,12 +47,17 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const Metadata& metadata) {
     INFER_ASSIGN_OR_RETURN(Vocab vocab, build_sentencepiece_vocab(std::move(fields)));
     return make_sentencepiece_tokenizer(std::move(vocab));
   }
-  if (fields.model == "gpt2") {
+  if (fields.model == "gpt2" || fields.model == "gemma4") {
     INFER_ASSIGN_OR_RETURN(Vocab vocab, build_bpe_vocab(std::move(fields)));
     return make_bpe_tokenizer(std::move(vocab));
   }
+  if (fields.model == "bert") {
+    INFER_ASSIGN_OR_RETURN(Vocab vocab, build_wordpiece_vocab(std::move(fields)));
+    return make_wordpiece_tokenizer(std::move(vocab));
+  }
   return unsupported("tokenizer.ggml.model '" + fields.model +
-                     "' is not supported (supported: 'llama', SentencePiece; 'gpt2', byte-level BPE)");
+                     "' is not supported (supported: 'llama', SentencePiece; 'gpt2', byte-level BPE; 'gemma4', "
+                     "Gemma 4's BPE; 'bert', WordPiece)");
 }
 
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelFile& file) {

@@ -1,6 +1,6 @@
 // Tokenizer: text to token ids and back, with the ids llama.cpp produces for the same model file.
 //
-// Every backend (SentencePiece, byte-level BPE) implements the same small interface;
+// Every backend (SentencePiece, BPE, WordPiece) implements the same small interface;
 // the engine sees only this header. Tokenizers are immutable after loading, so one object may be
 // used from any number of threads at once.
 //
@@ -119,9 +119,10 @@ class IncrementalDetokenizer {
   std::string pending_;        // bytes of an unfinished character
 };
 
-// The tokenizer of a model file, chosen by tokenizer.ggml.model: "llama" (SentencePiece) and
-// "gpt2" (byte-level BPE, with the pre-tokenizers of pretokenizer.hpp) are supported; any other
-// kind, or a pre-tokenizer libinfer lacks, is an `unsupported` error naming it. Vocabulary metadata that is
+// The tokenizer of a model file, chosen by tokenizer.ggml.model: "llama" (SentencePiece), "gpt2"
+// (byte-level BPE, with the pre-tokenizers of pretokenizer.hpp), "gemma4" (Gemma 4's BPE) and
+// "bert" (WordPiece) are supported; any other kind, or a pre-tokenizer libinfer lacks, is an
+// `unsupported` error naming it. Vocabulary metadata that is
 // missing or inconsistent is a clear error (not_found / malformed_file), never a crash.
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelFile& file);
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const Metadata& metadata);

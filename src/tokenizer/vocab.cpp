@@ -28,6 +28,7 @@ constexpr IdKey kIdKeys[] = {
     {"bos_token_id", &VocabFields::bos},         {"eos_token_id", &VocabFields::eos},
     {"eot_token_id", &VocabFields::eot},         {"eom_token_id", &VocabFields::eom},
     {"unknown_token_id", &VocabFields::unk},     {"padding_token_id", &VocabFields::pad},
+    {"seperator_token_id", &VocabFields::sep},
     {"fim_pre_token_id", &VocabFields::fim_pre}, {"fim_suf_token_id", &VocabFields::fim_suf},
     {"fim_mid_token_id", &VocabFields::fim_mid}, {"fim_pad_token_id", &VocabFields::fim_pad},
     {"fim_rep_token_id", &VocabFields::fim_rep}, {"fim_sep_token_id", &VocabFields::fim_sep},
@@ -43,6 +44,8 @@ constexpr FlagKey kFlagKeys[] = {
     {"add_bos_token", &VocabFields::add_bos},
     {"add_eos_token", &VocabFields::add_eos},
     {"add_space_prefix", &VocabFields::add_space_prefix},
+    {"normalizer.lowercase", &VocabFields::lowercase},
+    {"normalizer.strip_accents", &VocabFields::strip_accents},
 };
 
 std::string key_of(std::string_view name) { return std::string(kPrefix) + std::string(name); }
@@ -95,10 +98,7 @@ constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
 
-bool is_byte_token_text(std::string_view t) {
-  return t.size() == 6 && t.substr(0, 3) == "<0x" && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
-         std::isxdigit(static_cast<unsigned char>(t[4]));
-}
+bool is_byte_token_text(std::string_view t) { return byte_token_value(t) >= 0; }
 
 std::string lowercase(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -106,6 +106,54 @@ std::string lowercase(std::string s) {
 }
 
 }  // namespace
+
+int byte_token_value(std::string_view t) {
+  const auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
+  };
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>' || hex(t[3]) < 0 || hex(t[4]) < 0) return -1;
+  return hex(t[3]) * 16 + hex(t[4]);
+}
+
+std::string byte_token_text(uint8_t b) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+}
+
+std::string escape_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  for (const char c : text) {
+    if (c == ' ') out += kSpaceSymbol;
+    else out += c;
+  }
+  return out;
+}
+
+std::string unescape_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.substr(i, kSpaceSymbol.size()) == kSpaceSymbol) {
+      out += ' ';
+      i += kSpaceSymbol.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+std::string spm_style_piece(const Vocab& vocab, int32_t id, bool render_special) {
+  if (!vocab.valid(id)) return {};
+  const uint32_t attr = vocab.attr[id];
+  const std::string& text = vocab.text[id];
+  if (attr & (token_attr::control | token_attr::unknown)) return render_special ? text : std::string();
+  if (attr & token_attr::user_defined) return text;
+  if (attr & token_attr::normal) return unescape_spaces(text);
+  if (attr & token_attr::byte) return std::string(1, static_cast<char>(byte_token_value(text)));
+  return {};  // unused and undefined tokens render as nothing, as in llama.cpp
+}
 
 bool Vocab::is_eog(int32_t id) const noexcept { return std::binary_search(eog.begin(), eog.end(), id); }
 
@@ -194,10 +242,10 @@ namespace {
 // What differs between the tokenizer kinds when the vocabulary is built: llama.cpp's defaults
 // and how a byte token is spelled.
 struct VocabRules {
-  int32_t bos, eos, unk;       // default special ids (-1: none; dropped when out of range)
-  bool add_bos;                // default of tokenizer.ggml.add_bos_token
-  bool add_space_prefix;       // default of tokenizer.ggml.add_space_prefix
-  bool (*is_byte_text)(std::string_view);  // a byte token's text is well formed
+  int32_t bos = -1, eos = -1, unk = -1, sep = -1;  // default special ids (-1: none; dropped when out of range)
+  bool add_bos = false;                             // default of tokenizer.ggml.add_bos_token
+  bool add_space_prefix = false;                    // default of tokenizer.ggml.add_space_prefix
+  bool (*is_byte_text)(std::string_view) = is_byte_token_text;  // a byte token's text is well formed
 };
 
 // The checks and load-time rules every kind shares (llama.cpp's llama_vocab::impl::load).
@@ -250,6 +298,7 @@ Result<Vocab> build_vocab(VocabFields& f, const VocabRules& rules) {
   v.bos = in_range(rules.bos) ? rules.bos : -1;
   v.eos = in_range(rules.eos) ? rules.eos : -1;
   v.unk = rules.unk;
+  v.sep = in_range(rules.sep) ? rules.sep : -1;
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   struct Slot {
     const char* key;
@@ -261,6 +310,7 @@ Result<Vocab> build_vocab(VocabFields& f, const VocabRules& rules) {
   const Slot slots[] = {{"bos_token_id", f.bos, v.bos},          {"eos_token_id", f.eos, v.eos},
                         {"eot_token_id", f.eot, v.eot},          {"eom_token_id", f.eom, v.eom},
                         {"unknown_token_id", f.unk, v.unk},      {"padding_token_id", f.pad, v.pad},
+                        {"seperator_token_id", f.sep, v.sep},
                         {"fim_pre_token_id", f.fim_pre, fim_pre}, {"fim_suf_token_id", f.fim_suf, fim_suf},
                         {"fim_mid_token_id", f.fim_mid, fim_mid}, {"fim_pad_token_id", f.fim_pad, fim_pad},
                         {"fim_rep_token_id", f.fim_rep, fim_rep}, {"fim_sep_token_id", f.fim_sep, fim_sep}};
@@ -274,6 +324,8 @@ Result<Vocab> build_vocab(VocabFields& f, const VocabRules& rules) {
   v.add_bos = f.add_bos.value_or(rules.add_bos);
   v.add_eos = f.add_eos.value_or(false);
   v.add_space_prefix = f.add_space_prefix.value_or(rules.add_space_prefix);
+  v.lowercase = f.lowercase.value_or(true);
+  v.strip_accents = f.strip_accents.value_or(v.lowercase);
 
   // Lookup by text; a later duplicate wins, as in llama.cpp's text-to-id map.
   std::unordered_map<std::string_view, int32_t> by_text;
@@ -337,17 +389,23 @@ Result<Vocab> build_vocab(VocabFields& f, const VocabRules& rules) {
 }  // namespace
 
 Result<Vocab> build_sentencepiece_vocab(VocabFields f) {
-  return build_vocab(f, VocabRules{1, 2, 0, true, true, is_byte_token_text});
+  return build_vocab(f, VocabRules{.bos = 1, .eos = 2, .unk = 0, .add_bos = true, .add_space_prefix = true});
+}
+
+Result<Vocab> build_wordpiece_vocab(VocabFields f) {
+  return build_vocab(f, VocabRules{.bos = 101, .unk = 100, .sep = 102, .add_bos = true});
 }
 
 Result<Vocab> build_bpe_vocab(VocabFields f) {
+  const bool gemma4 = f.model == "gemma4";
+  if (gemma4) f.pre = "gemma4";  // llama.cpp sets it for this model, whatever the file says
   const std::string pre_key = key_of("pre");
   const auto spec = find_pre_tokenizer(f.pre);
   if (!spec)
     return unsupported(pre_key + " '" + f.pre + "' is not a supported pre-tokenizer (supported: " +
                        supported_pre_tokenizers() + ")");
   const std::string merges_key = key_of("merges");
-  if (!f.merges) return not_found(merges_key + " is missing: a byte-level BPE (gpt2) vocabulary needs its merges");
+  if (!f.merges) return not_found(merges_key + " is missing: a BPE (" + f.model + ") vocabulary needs its merges");
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(f.merges->size());
   for (size_t i = 0; i < f.merges->size(); ++i) {
@@ -359,7 +417,11 @@ Result<Vocab> build_bpe_vocab(VocabFields f) {
                             "': expected two parts separated by a space");
     merges.emplace_back(m.substr(0, space), m.substr(space + 1));
   }
-  INFER_ASSIGN_OR_RETURN(Vocab v, build_vocab(f, VocabRules{11, 11, -1, spec->add_bos, false, is_byte_level_char}));
+  VocabRules rules{.add_bos = spec->add_bos};
+  if (!gemma4) rules.bos = rules.eos = 11;
+  if (spec->byte_encode) rules.is_byte_text = is_byte_level_char;
+  INFER_ASSIGN_OR_RETURN(Vocab v, build_vocab(f, rules));
+  if (spec->always_bos) v.add_bos = true;
   v.merges = std::move(merges);
   v.pre = std::move(f.pre);
   return v;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,12 +47,13 @@ struct VocabFields {
   std::vector<float> scores;           // tokenizer.ggml.scores; empty when absent
   std::vector<int32_t> token_types;    // tokenizer.ggml.token_type; empty when absent
   // Special token ids (tokenizer.ggml.<name>_token_id); nullopt when the key is absent.
-  std::optional<int64_t> bos, eos, eot, eom, unk, pad;
+  std::optional<int64_t> bos, eos, eot, eom, unk, pad, sep;
   std::optional<int64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
+  std::optional<bool> lowercase, strip_accents;  // tokenizer.ggml.normalizer.* (WordPiece)
   std::optional<int64_t> declared_vocab_size;  // <arch>.vocab_size, when present
   std::string model_name;                      // general.name (a few llama.cpp rules key on it)
-  // Byte-level BPE ("gpt2") only:
+  // BPE ("gpt2", "gemma4") only:
   std::optional<std::vector<std::string>> merges;  // tokenizer.ggml.merges, "left right" by rank
   std::string pre;                                 // tokenizer.ggml.pre; empty when absent
 
@@ -72,6 +74,7 @@ struct Vocab {
   std::vector<uint32_t> attr;     // token_attr bits
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
+  int32_t sep = -1;               // WordPiece's [SEP], which ends the ids with add_special
   std::vector<int32_t> eog;       // every id that ends generation (eos, eot, eom, ...), sorted
   bool add_bos = false, add_eos = false;
   bool add_space_prefix = false;  // a space goes before each run of text (SentencePiece's
@@ -81,9 +84,13 @@ struct Vocab {
   // text between them is tokenized. Longest text first; equal lengths by id.
   std::vector<int32_t> split_tokens;
 
-  // Byte-level BPE only: the merges as pairs, by rank (index), and the pre-tokenizer's name.
+  // BPE only: the merges as pairs, by rank (index), and the pre-tokenizer's name.
   std::vector<std::pair<std::string, std::string>> merges;
   std::string pre;
+
+  // WordPiece only: the normalizer lowercases / drops accents (llama.cpp: both default to true;
+  // strip_accents defaults to lowercase).
+  bool lowercase = true, strip_accents = true;
 
   int32_t size() const noexcept { return static_cast<int32_t>(text.size()); }
   bool valid(int32_t id) const noexcept { return id >= 0 && id < size(); }
@@ -98,13 +105,39 @@ struct Vocab {
 // UNK 0 (when in range), add_bos true, add_eos false, add_space_prefix true.
 Result<Vocab> build_sentencepiece_vocab(VocabFields fields);
 
-// Checks the fields and builds the vocabulary for tokenizer model "gpt2" (byte-level BPE): the
-// same checks as above (byte tokens aside), plus merges present, each "left right" (split at
-// the first space after its first byte, as llama.cpp does; a merge with no space is an error),
-// and a pre-tokenizer libinfer supports (tokenizer.ggml.pre; `unsupported` naming it
-// otherwise). Merge parts that are no vocabulary entry are kept, as in llama.cpp. Defaults
-// follow llama.cpp: BOS and EOS 11 (when in range), no UNK, add_bos false (true for the
-// llama-bpe family), add_eos false, add_space_prefix false.
+// Checks the fields and builds the vocabulary for tokenizer model "gpt2" (byte-level BPE) or
+// "gemma4" (BPE over UTF-8 with "▁" for spaces and <0xAB> byte tokens, pre-tokenizer "gemma4"
+// whatever tokenizer.ggml.pre says): the same checks as above, plus merges present, each
+// "left right" (split at the first space after its first byte, as llama.cpp does; a merge with no
+// space is an error), and a pre-tokenizer libinfer supports (tokenizer.ggml.pre; `unsupported`
+// naming it otherwise). A byte token is one byte character for byte-level pre-tokenizers, <0xAB>
+// for the others. Merge parts that are no vocabulary entry are kept, as in llama.cpp. Defaults
+// follow llama.cpp: "gpt2" BOS and EOS 11 (when in range), "gemma4" none; no UNK; add_bos as the
+// pre-tokenizer says (true for the llama-bpe family; always true for gemma4), add_eos false,
+// add_space_prefix false.
 Result<Vocab> build_bpe_vocab(VocabFields fields);
+
+// Checks the fields and builds the vocabulary for tokenizer model "bert" (WordPiece): the same
+// checks as for SentencePiece. Defaults follow llama.cpp: BOS ([CLS]) 101, no EOS, UNK 100, SEP
+// 102 (tokenizer.ggml.seperator_token_id, llama.cpp's spelling), add_bos true, lowercase and
+// strip_accents true.
+Result<Vocab> build_wordpiece_vocab(VocabFields fields);
+
+// SentencePiece's escaped space, "▁" (U+2581), which SentencePiece-style vocabularies spell
+// spaces with.
+inline constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";
+// `text` with each space written as kSpaceSymbol / each kSpaceSymbol as a space.
+std::string escape_spaces(std::string_view text);
+std::string unescape_spaces(std::string_view text);
+// The byte a byte token spelled <0xAB> stands for; -1 when `text` is not so spelled.
+int byte_token_value(std::string_view text);
+// "<0xAB>", the text of byte b's token (upper-case hex, as llama.cpp looks it up).
+std::string byte_token_text(uint8_t b);
+
+// What token `id` adds to decoded text in a vocabulary whose entries spell spaces as "▁" and bytes
+// as <0xAB> (SentencePiece, WordPiece, Gemma 4), as llama.cpp's token_to_piece: a normal entry with
+// "▁" as a space, a byte token its byte, a user-defined token its text, a control or unknown token
+// its text only with `render_special`, anything else (and an id outside the vocabulary) nothing.
+std::string spm_style_piece(const Vocab& vocab, int32_t id, bool render_special);
 
 }  // namespace infer

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the GGUF fuzzer's seed corpus (tests/fuzz/corpus/), byte by byte, independently of our
-writer: small valid files that reach every branch of the reader. Run from the repository root:
+writer: small valid files that reach every branch of the reader, and tiny vocabularies for every
+tokenizer kind and every pre-tokenizer row that is more than an alias. Run from the repository root:
     python3 tests/fuzz/make_corpus.py
 (tests/data/gguf/llama-written.gguf, written by llama.cpp, is copied in as another seed.)"""
 import os
@@ -56,6 +57,53 @@ seeds = {
     "empty.gguf": gguf([], [], b""),
     "kquant.gguf": gguf([kv("general.architecture", 8, s("llama"))], [tensor("k", [256], 12, 0)], bytes(144)),
 }
+
+
+def strings(items):
+    return arr(8, b"".join(s(t) for t in items), len(items))
+
+
+def i32s(items):
+    return arr(5, b"".join(struct.pack("<i", v) for v in items), len(items))
+
+
+def vocab(model, tokens, types, merges=None, pre=None, extra=()):
+    kvs = [kv("general.architecture", 8, s("llama")), kv("tokenizer.ggml.model", 8, s(model)),
+           kv("tokenizer.ggml.tokens", 9, strings(tokens)), kv("tokenizer.ggml.token_type", 9, i32s(types))]
+    if merges is not None:
+        kvs.append(kv("tokenizer.ggml.merges", 9, strings(merges)))
+    if pre is not None:
+        kvs.append(kv("tokenizer.ggml.pre", 8, s(pre)))
+    return gguf(kvs + list(extra), [], b"")
+
+
+def byte_chars():
+    """GPT-2's bytes_to_unicode, in byte order."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    extra = iter(range(256, 512))
+    return [chr(b) if b in keep else chr(next(extra)) for b in range(256)]
+
+
+# Byte-level BPE: the 256 byte characters, a few merges, a control token; one seed per regex family.
+bl = byte_chars()
+bpe_tokens = bl + ["\u0120t", "he", "\u0120the", "12", "<|im_start|>"]
+bpe_types = [1] * (len(bpe_tokens) - 1) + [3]
+bpe_merges = ["\u0120 t", "h e", "\u0120t he", "1 2"]
+for pre in ["deepseek-coder", "deepseek-llm", "falcon", "qwen35", "gpt-2", "default"]:
+    seeds[f"bpe-{pre}.gguf"] = vocab("gpt2", bpe_tokens, bpe_types, bpe_merges, pre)
+# Gemma 4: UTF-8 pieces with U+2581 for spaces, <0xAB> byte tokens, newline runs.
+gemma_tokens = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + [
+    "\u2581", "\u2581w", "or", "ld", "\u2581world", "\n", "\n\n", "<|turn>"]
+gemma_types = [3, 3, 3, 2] + [6] * 256 + [1] * 7 + [3]
+seeds["gemma4-vocab.gguf"] = vocab("gemma4", gemma_tokens, gemma_types, ["\u2581 w", "o r", "l d", "\u2581w or", "\u2581wor ld"],
+                                   extra=[kv("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 2))])
+# WordPiece: whole words with U+2581, continuation pieces without.
+bert_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "\u2581hello", "\u2581wor", "ld", "\u2581123", "\u2581!", "\u2581\u4e2d"]
+seeds["bert-vocab.gguf"] = vocab("bert", bert_tokens, [3, 2, 3, 3] + [1] * 6,
+                                 extra=[kv("tokenizer.ggml.unknown_token_id", 4, struct.pack("<I", 1)),
+                                        kv("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 2)),
+                                        kv("tokenizer.ggml.seperator_token_id", 4, struct.pack("<I", 3))])
+
 for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(data)

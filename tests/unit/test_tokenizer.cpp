@@ -304,8 +304,8 @@ TEST_CASE("malformed vocabulary metadata is a clear error naming the key, never 
   const Bad bad[] = {
       {"no tokenizer", [](Metadata& m) { m.erase("tokenizer.ggml.model"); }, StatusCode::not_found,
        "tokenizer.ggml.model is missing"},
-      {"another tokenizer", [](Metadata& m) { m.set("tokenizer.ggml.model", "bert"); }, StatusCode::unsupported,
-       "'bert' is not supported"},
+      {"another tokenizer", [](Metadata& m) { m.set("tokenizer.ggml.model", "t5"); }, StatusCode::unsupported,
+       "'t5' is not supported"},
       {"model not a string", [](Metadata& m) { m.set("tokenizer.ggml.model", uint32_t{1}); },
        StatusCode::malformed_file, "tokenizer.ggml.model: expected a string"},
       {"no tokens", [](Metadata& m) { m.erase("tokenizer.ggml.tokens"); }, StatusCode::not_found,

@@ -127,7 +127,7 @@ Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int la
   const OpTimer timer("kv_write");
   INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "kv_write", {"k", k}, {"v", v},
                                              static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim));
-  cpu::kv_write(kv, layer, rows, k, v);
+  cpu::kv_write(cpu_pool(be), kv, layer, rows, k, v);
   return Status::ok();
 }
 

@@ -44,12 +44,15 @@ Status plan_attention(ThreadPool& pool, AttentionPlan& plan) {
   return Status::ok();
 }
 
-void kv_write(const KvView& kv, int layer, const PagedRows& rows, const TensorView& k, const TensorView& v) {
-  for (size_t r = 0; r < rows.positions.size(); ++r) {
-    const SequenceTables& seq = rows.sequences[static_cast<size_t>(rows.seq[r])];
-    kv_store(kv, layer, seq.table(kv, layer), rows.positions[r], row_f32(k, static_cast<int64_t>(r)),
-             row_f32(v, static_cast<int64_t>(r)));
-  }
+void kv_write(ThreadPool& pool, const KvView& kv, int layer, const PagedRows& rows, const TensorView& k, const TensorView& v) {
+  // Every row has its own (sequence, position) slot: rows split over the threads write apart.
+  pool.parallel_for(rows.positions.size(), [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const SequenceTables& seq = rows.sequences[static_cast<size_t>(rows.seq[r])];
+      kv_store(kv, layer, seq.table(kv, layer), rows.positions[r], row_f32(k, static_cast<int64_t>(r)),
+               row_f32(v, static_cast<int64_t>(r)));
+    }
+  });
 }
 
 void attention(ThreadPool& pool, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,

@@ -13,7 +13,7 @@ class ThreadPool;
 namespace infer::ops::cpu {
 
 void embed(const TensorView& table, std::span<const int32_t> tokens, const TensorView& out, float scale);
-void rms_norm(const TensorView& x, const float* w, int64_t n, const TensorView& y, float eps);
+void rms_norm(ThreadPool& pool, const TensorView& x, const float* w, int64_t n, const TensorView& y, float eps);
 void rope_table(const RopeSpec& spec, std::span<const int32_t> positions, const TensorView& table);
 void rope(const TensorView& x, int n_heads, int head_dim, int n_rot, RopeStyle style, const TensorView& table);
 void matmul(ThreadPool& pool, const TensorView& w, const TensorView& x, const TensorView& y);
@@ -24,7 +24,7 @@ void softcap(const TensorView& x, float cap);
 void glu(ThreadPool& pool, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out);
 void copy_rows(const TensorView& x, std::span<const int32_t> rows, const TensorView& out);
 Status plan_attention(ThreadPool& pool, AttentionPlan& plan);
-void kv_write(const KvView& kv, int layer, const PagedRows& rows, const TensorView& k, const TensorView& v);
+void kv_write(ThreadPool& pool, const KvView& kv, int layer, const PagedRows& rows, const TensorView& k, const TensorView& v);
 void attention(ThreadPool& pool, const AttentionPlan& plan, const KvView& kv, int layer, const PagedRows& rows,
                const TensorView& q, const TensorView& out);
 

@@ -16,7 +16,7 @@ Status rms_norm(Backend& be, const TensorView& x, const TensorView& w, const Ten
   if (w.dtype != DType::f32 || w.numel() != n || n <= 0 || x.shape[0] % n != 0)
     return invalid_argument("rms_norm: weight " + shape_string(w) + " does not divide rows of " + std::to_string(x.shape[0]));
   if (be.device() == Device::cpu) {
-    cpu::rms_norm(x, static_cast<const float*>(w.data), n, y, eps);
+    cpu::rms_norm(cpu_pool(be), x, static_cast<const float*>(w.data), n, y, eps);
     return Status::ok();
   }
   return no_kernel(be, "rms_norm");

@@ -6,13 +6,14 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__F16C__) && defined(__AVX__)
+#if (defined(__F16C__) && defined(__AVX__)) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/exp_approx.hpp"
+#include "quant/quantize_activations.hpp"
 
 namespace infer::INFER_ISA_NS {
 namespace {
@@ -39,24 +40,121 @@ inline void store_row(const KvView& kv, uint8_t* row, const float* src) noexcept
   if (kv.kv_type == DType::f32) {
     std::memcpy(row, src, static_cast<size_t>(kv.head_dim) * 4);
   } else {
-    auto* h = reinterpret_cast<uint16_t*>(row);
-    for (int i = 0; i < kv.head_dim; ++i) h[i] = f32_to_f16(src[i]);
+    round_activations_f16(src, row, kv.head_dim);  // f32_to_f16's bits, vectorized
   }
 }
 
-// p[t] = scale * (q · k_t) for the tile's 64 positions (kt transposed: kt[i * kTile + t]), one
-// fused chain per score, all 64 advancing together (lanes of the same loop); returns the largest
-// visible score (positions [lo, n)).
-inline float tile_scores(const float* q, const float* kt, int hd, int lo, int n, float scale, float* p) noexcept {
-  for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
-  for (int i = 0; i < hd; ++i)
-    for (int t = 0; t < kTile; ++t) p[t] = std::fma(q[i], kt[i * kTile + t], p[t]);
+// 16 floats and the operations the tiles need, in this ISA's registers: one zmm, two ymm, or
+// scalars (the reference). fma16 is a fused multiply-add in every lane, so every variant computes
+// the same bits.
+#if defined(__AVX512F__)
+struct V16 {
+  __m512 v;
+};
+inline V16 load16(const float* p) noexcept { return {_mm512_loadu_ps(p)}; }
+inline void store16(float* p, V16 a) noexcept { _mm512_storeu_ps(p, a.v); }
+inline V16 set16(float x) noexcept { return {_mm512_set1_ps(x)}; }
+inline V16 fma16(V16 a, V16 b, V16 c) noexcept { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+#elif defined(__AVX2__) && defined(__FMA__)
+struct V16 {
+  __m256 lo, hi;
+};
+inline V16 load16(const float* p) noexcept { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline void store16(float* p, V16 a) noexcept { _mm256_storeu_ps(p, a.lo), _mm256_storeu_ps(p + 8, a.hi); }
+inline V16 set16(float x) noexcept { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+inline V16 fma16(V16 a, V16 b, V16 c) noexcept { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+#else
+struct V16 {
+  float f[16];
+};
+inline V16 load16(const float* p) noexcept {
+  V16 a;
+  std::memcpy(a.f, p, sizeof a.f);
+  return a;
+}
+inline void store16(float* p, V16 a) noexcept { std::memcpy(p, a.f, sizeof a.f); }
+inline V16 set16(float x) noexcept {
+  V16 a;
+  std::fill(a.f, a.f + 16, x);
+  return a;
+}
+inline V16 fma16(V16 a, V16 b, V16 c) noexcept {
+  for (int i = 0; i < 16; ++i) c.f[i] = std::fma(a.f[i], b.f[i], c.f[i]);
+  return c;
+}
+#endif
+
+// The raw dots q_s · k_t of NS queries (query s at q[s]) over the tile's 64 positions (kt
+// transposed: kt[i * kTile + t]) into p[s][t]: one fused chain per score over the head dimension
+// in index order, the 64 x NS chains held in registers.
+template <int NS>
+inline void tile_dots(const float* const* q, const float* kt, int hd, float* const* p) noexcept {
+  static_assert(kTile == 64);
+  V16 acc[NS][4];
+  for (int s = 0; s < NS; ++s)
+    for (int c = 0; c < 4; ++c) acc[s][c] = set16(0.0f);
+  for (int i = 0; i < hd; ++i) {
+    const V16 k[4] = {load16(kt + i * kTile), load16(kt + i * kTile + 16), load16(kt + i * kTile + 32), load16(kt + i * kTile + 48)};
+    for (int s = 0; s < NS; ++s) {
+      const V16 b = set16(q[s][i]);
+      for (int c = 0; c < 4; ++c) acc[s][c] = fma16(b, k[c], acc[s][c]);
+    }
+  }
+  for (int s = 0; s < NS; ++s)
+    for (int c = 0; c < 4; ++c) store16(p[s] + 16 * c, acc[s][c]);
+}
+
+// p[t] *= scale over the visible positions [lo, n); returns their largest score.
+inline float scale_scores(float* p, int lo, int n, float scale) noexcept {
   float tile_max = -INFINITY;
   for (int t = lo; t < n; ++t) {
     p[t] *= scale;
     tile_max = std::max(tile_max, p[t]);
   }
   return tile_max;
+}
+
+// p[t] = scale * (q · k_t) for the tile's 64 positions; returns the largest visible score
+// (positions [lo, n)).
+inline float tile_scores(const float* q, const float* kt, int hd, int lo, int n, float scale, float* p) noexcept {
+  tile_dots<1>(&q, kt, hd, &p);
+  return scale_scores(p, lo, n, scale);
+}
+
+// acc[s][i] = fma(vt[t * hd + i], p[s][t], acc[s][i]) for t = lo..n-1 in order and i in
+// [i0, i0 + 16 NV): NS states' accumulators held in registers across the positions.
+template <int NS, int NV>
+inline void tile_values_block(const float* vt, int hd, int i0, int lo, int n, const float* const* p, float* const* acc) noexcept {
+  V16 a[NS][NV];
+  for (int s = 0; s < NS; ++s)
+    for (int c = 0; c < NV; ++c) a[s][c] = load16(acc[s] + i0 + 16 * c);
+  for (int t = lo; t < n; ++t) {
+    V16 v[NV];
+    for (int c = 0; c < NV; ++c) v[c] = load16(vt + static_cast<int64_t>(t) * hd + i0 + 16 * c);
+    for (int s = 0; s < NS; ++s) {
+      const V16 w = set16(p[s][t]);
+      for (int c = 0; c < NV; ++c) a[s][c] = fma16(v[c], w, a[s][c]);
+    }
+  }
+  for (int s = 0; s < NS; ++s)
+    for (int c = 0; c < NV; ++c) store16(acc[s] + i0 + 16 * c, a[s][c]);
+}
+
+// The values of positions [lo, n) of a tile (vt: its V rows as floats, hd apart) added into NS
+// states' accumulators, each element's chain in position order.
+template <int NS>
+inline void tile_values(const float* vt, int hd, int lo, int n, const float* const* p, float* const* acc) noexcept {
+  int i0 = 0;
+  for (; i0 + 64 <= hd; i0 += 64) tile_values_block<NS, 4>(vt, hd, i0, lo, n, p, acc);
+  switch ((hd - i0) / 16) {
+    case 3: tile_values_block<NS, 3>(vt, hd, i0, lo, n, p, acc); break;
+    case 2: tile_values_block<NS, 2>(vt, hd, i0, lo, n, p, acc); break;
+    case 1: tile_values_block<NS, 1>(vt, hd, i0, lo, n, p, acc); break;
+    default: break;
+  }
+  for (int i = hd / 16 * 16; i < hd; ++i)
+    for (int s = 0; s < NS; ++s)
+      for (int t = lo; t < n; ++t) acc[s][i] = std::fma(vt[static_cast<int64_t>(t) * hd + i], p[s][t], acc[s][i]);
 }
 
 // Folds a chunk's online-softmax state (m, sum, acc) into the running one (fm, fsum, facc), in
@@ -166,7 +264,8 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
   const int n_states = n_rows * group;
   const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
   float* kt = scratch;             // kt[i * kTile + t]
-  float* vrow = kt + kTile * hd;   // one V row
+  float* vt = kt + kTile * hd;     // vt[t * hd + i]
+  float* vrow = vt + kTile * hd;   // one K row
   float* acc = vrow + hd;          // [n_states][hd]: this chunk's
   float* prob = acc + static_cast<int64_t>(n_states) * hd;   // [n_states][kTile]
   float* m = prob + static_cast<int64_t>(n_states) * kTile;  // [n_states]
@@ -216,45 +315,53 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
         if (needed) load(&KvView::k_block, kvh, t0 + t, vrow);
         for (int i = 0; i < hd; ++i) kt[i * kTile + t] = needed ? vrow[i] : 0.0f;
       }
+      // The tile's values any row sees, as floats: vt[t * hd + i].
+      for (int t = lo_tile; t < n_all; ++t) load(&KvView::v_block, kvh, t0 + t, vt + static_cast<int64_t>(t) * hd);
       for (int j = 0; j < n_rows; ++j) {
         const int32_t first = rows.first[j], n_ctx = rows.n_ctx[j];
         if (t0 >= n_ctx || t0 + kTile <= first / kTile * kTile) continue;  // tile outside this row's range
         const int n = std::min<int32_t>(kTile, n_ctx - t0);
         const int lo = std::max<int32_t>(0, first - t0);
-        for (int g = g_lo; g < g_hi; ++g) {
-          const int s = j * group + g;
-          const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
-          float* p = prob + static_cast<int64_t>(s) * kTile;
-          float* a = acc + static_cast<int64_t>(s) * hd;
-          const float tile_max = tile_scores(qh, kt, hd, lo, n, shape.scale, p);
-          const float m_new = std::fmax(m[s], tile_max);
-          if (m_new > m[s]) {
-            const float rescale = std::exp(m[s] - m_new);
-            for (int i = 0; i < hd; ++i) a[i] *= rescale;
-            sum[s] *= rescale;
+        // The row's query heads two at a time (they share the K and V loads), then one.
+        for (int g = g_lo; g < g_hi;) {
+          const int ns = g + 1 < g_hi ? 2 : 1;
+          const float* qh[2];
+          float* p[2];
+          float* a[2];
+          for (int k = 0; k < ns; ++k) {
+            const int s = j * group + g + k;
+            qh[k] = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g + k) * hd;
+            p[k] = prob + static_cast<int64_t>(s) * kTile;
+            a[k] = acc + static_cast<int64_t>(s) * hd;
           }
-          m[s] = m_new;
-          for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m_new) : 0.0f;
-          double tile_sum = 0.0;
-          for (int q8 = 0; q8 < kTile; q8 += 8) {
-            const float* l = p + q8;
-            tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
+          if (ns == 2)
+            tile_dots<2>(qh, kt, hd, p);
+          else
+            tile_dots<1>(qh, kt, hd, p);
+          for (int k = 0; k < ns; ++k) {
+            const int s = j * group + g + k;
+            const float tile_max = scale_scores(p[k], lo, n, shape.scale);
+            const float m_new = std::fmax(m[s], tile_max);
+            if (m_new > m[s]) {
+              const float rescale = std::exp(m[s] - m_new);
+              for (int i = 0; i < hd; ++i) a[k][i] *= rescale;
+              sum[s] *= rescale;
+            }
+            m[s] = m_new;
+            for (int t = 0; t < kTile; ++t) p[k][t] = t >= lo && t < n ? exp_ggml(p[k][t] - m_new) : 0.0f;
+            double tile_sum = 0.0;
+            for (int q8 = 0; q8 < kTile; q8 += 8) {
+              const float* l = p[k] + q8;
+              tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
+            }
+            sum[s] = static_cast<float>(static_cast<double>(sum[s]) + tile_sum);
           }
-          sum[s] = static_cast<float>(static_cast<double>(sum[s]) + tile_sum);
-        }
-      }
-      // Values: each row loaded once, added into every (row, head) that sees it, in position order.
-      for (int t = lo_tile; t < n_all; ++t) {
-        const int32_t pos = t0 + t;
-        load(&KvView::v_block, kvh, pos, vrow);
-        for (int j = 0; j < n_rows; ++j) {
-          if (pos < rows.first[j] || pos >= rows.n_ctx[j]) continue;
-          for (int g = g_lo; g < g_hi; ++g) {
-            const int s = j * group + g;
-            const float w = prob[static_cast<int64_t>(s) * kTile + t];
-            float* a = acc + static_cast<int64_t>(s) * hd;
-            for (int i = 0; i < hd; ++i) a[i] = std::fma(vrow[i], w, a[i]);
-          }
+          // Values: each element's chain over the row's visible positions, in position order.
+          if (ns == 2)
+            tile_values<2>(vt, hd, lo, n, p, a);
+          else
+            tile_values<1>(vt, hd, lo, n, p, a);
+          g += ns;
         }
       }
     }

@@ -9,46 +9,16 @@
 #include <cstring>
 #include <vector>
 
-#include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "attention_cache.hpp"
 #include "quant_test_util.hpp"
 
 namespace {
 
 using namespace infer;
 
-// One layer's F16 cache of `positions` slots for one sequence, random K/V in [-1, 1].
-struct Cache {
-  std::vector<uint8_t> k, v;
-  std::vector<int32_t> blocks;
-  KvView view;
-  Cache(int n_kv, int hd, int positions) {
-    const int block = 16, n_blocks = (positions + block - 1) / block;
-    view.n_kv_heads = n_kv;
-    view.head_dim = hd;
-    view.block_size = block;
-    view.n_groups = 1;
-    view.groups[0].n_layers = 1;
-    view.groups[0].n_blocks = n_blocks;
-    view.kv_type = DType::f16;
-    view.elem_bytes = 2;
-    const size_t n = static_cast<size_t>(n_blocks) * n_kv * block * hd;
-    const auto values = test::random_floats(2 * n, 1);
-    k.resize(2 * n);
-    v.resize(2 * n);
-    for (size_t i = 0; i < n; ++i) {
-      const uint16_t a = f32_to_f16(values[i]), b = f32_to_f16(values[n + i]);
-      std::memcpy(&k[2 * i], &a, 2);
-      std::memcpy(&v[2 * i], &b, 2);
-    }
-    view.groups[0].k_base = k.data();
-    view.groups[0].v_base = v.data();
-    for (int b = 0; b < n_blocks; ++b) blocks.push_back(b);
-  }
-};
-
 // rows rows ending at position `end`, all of one sequence, attention over their causal prefixes.
-void run_rows(const AttentionShape& shape, const Cache& cache, int rows, int32_t end, const std::vector<float>& q,
+void run_rows(const AttentionShape& shape, const test::AttentionCache& cache, int rows, int32_t end, const std::vector<float>& q,
               std::vector<float>& out, std::vector<float>& scratch) {
   std::vector<int32_t> index(static_cast<size_t>(rows)), n_ctx(index.size()), first(index.size(), 0);
   for (int j = 0; j < rows; ++j) index[static_cast<size_t>(j)] = j, n_ctx[static_cast<size_t>(j)] = end - rows + j + 1;
@@ -68,7 +38,8 @@ void BM_AttentionPrefill512(benchmark::State& state) {
   const AttentionShape shape{static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), static_cast<int>(state.range(2)),
                              0.125f};
   const int prompt = 512, group = 16;
-  const Cache cache(shape.n_kv_heads, shape.head_dim, prompt);
+  test::AttentionCache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, prompt);
+  cache.fill(test::random_floats(cache.k.size() / 2, 1), test::random_floats(cache.v.size() / 2, 4));
   const auto q = test::random_floats(static_cast<size_t>(group * shape.n_head * shape.head_dim), 2);
   std::vector<float> out(q.size()), scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, group)));
   for (auto _ : state) {
@@ -85,7 +56,8 @@ void BM_AttentionDecode4096(benchmark::State& state) {
   const AttentionShape shape{static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), static_cast<int>(state.range(2)),
                              0.125f};
   const int ctx = 4096;
-  const Cache cache(shape.n_kv_heads, shape.head_dim, ctx);
+  test::AttentionCache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, ctx);
+  cache.fill(test::random_floats(cache.k.size() / 2, 1), test::random_floats(cache.v.size() / 2, 4));
   const auto q = test::random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 3);
   std::vector<float> out(q.size()), scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, 1)));
   for (auto _ : state) {

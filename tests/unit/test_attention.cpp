@@ -13,6 +13,7 @@
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/exp_approx.hpp"
+#include "attention_cache.hpp"
 #include "quant_test_util.hpp"
 
 using namespace infer;
@@ -20,46 +21,8 @@ using namespace infer::test;
 
 namespace {
 
-// A one-layer cache of `positions` token slots for one sequence, its blocks in scrambled order.
-struct Cache {
-  std::vector<uint8_t> k, v;
-  std::vector<int32_t> blocks;
-  KvView view;
-
-  Cache(DType type, int n_kv_heads, int head_dim, int block_size, int positions) {
-    const int n_blocks = (positions + block_size - 1) / block_size;
-    view.n_kv_heads = n_kv_heads;
-    view.head_dim = head_dim;
-    view.block_size = block_size;
-    view.n_groups = 1;
-    view.groups[0].n_layers = 1;
-    view.groups[0].n_blocks = n_blocks;
-    view.kv_type = type;
-    view.elem_bytes = type == DType::f32 ? 4 : 2;
-    const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim * view.elem_bytes;
-    k.assign(bytes, 0);
-    v.assign(bytes, 0);
-    view.groups[0].k_base = k.data();
-    view.groups[0].v_base = v.data();
-    for (int b = 0; b < n_blocks; ++b) blocks.push_back((b * 7 + 3) % n_blocks);  // a permutation while 7 and n_blocks are coprime
-  }
-  // The value the cache holds for element (head, pos, i) of K or V, as a float.
-  float at(const std::vector<uint8_t>& buf, int head, int pos, int i) const {
-    const size_t off = (((static_cast<size_t>(blocks[static_cast<size_t>(pos / view.block_size)]) * view.n_kv_heads + head) *
-                             view.block_size + pos % view.block_size) * view.head_dim + i) * view.elem_bytes;
-    if (view.kv_type == DType::f32) {
-      float f;
-      std::memcpy(&f, &buf[off], 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, &buf[off], 2);
-    return f16_to_f32(h);
-  }
-};
-
 // softmax(scale * q_h · k_t) · v_t in float64 from the cache's values.
-std::vector<double> reference(const float* q, const AttentionShape& s, const Cache& c, int n_ctx) {
+std::vector<double> reference(const float* q, const AttentionShape& s, const AttentionCache& c, int n_ctx) {
   std::vector<double> out(static_cast<size_t>(s.n_head * s.head_dim), 0.0);
   for (int h = 0; h < s.n_head; ++h) {
     const int kvh = h / (s.n_head / s.n_kv_heads);
@@ -76,6 +39,18 @@ std::vector<double> reference(const float* q, const AttentionShape& s, const Cac
       for (int i = 0; i < s.head_dim; ++i)
         out[static_cast<size_t>(h * s.head_dim + i)] += w[static_cast<size_t>(t)] / z * c.at(c.v, kvh, t, i);
   }
+  return out;
+}
+
+// The scalar variant's attention_row for each row of `ar`, one at a time, at the rows' places in
+// a [n_rows][n_head * head_dim] output.
+std::vector<float> scalar_rows(const AttentionShape& shape, const AttentionCache& cache, const AttentionRows& ar) {
+  IsaScope scalar(CpuIsa::scalar);
+  const int64_t width = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+  std::vector<float> out(static_cast<size_t>(ar.n_rows * width)), scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
+  for (int j = 0; j < ar.n_rows; ++j)
+    attention_row(ar.q + ar.rows[j] * ar.q_stride, shape, cache.view, 0, cache.blocks, ar.n_ctx[j], out.data() + ar.rows[j] * width,
+                  scratch.data(), ar.first[j]);
   return out;
 }
 
@@ -103,20 +78,11 @@ TEST_CASE("attention_row matches float64 softmax attention for every context len
           "[attention]") {
   for (DType type : {DType::f32, DType::f16}) {
     const AttentionShape shape{4, 2, 64, 0.125f};
-    Cache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13);
+    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13);
     // Keys and values with a spread of scores: some positions dominate, most do not.
     const auto keys = random_floats(cache.k.size() / cache.view.elem_bytes, 1, -2.0f, 2.0f);
     const auto values = random_floats(cache.v.size() / cache.view.elem_bytes, 2);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (type == DType::f32) {
-        std::memcpy(&cache.k[4 * i], &keys[i], 4);
-        std::memcpy(&cache.v[4 * i], &values[i], 4);
-      } else {
-        const uint16_t kh = f32_to_f16(keys[i]), vh = f32_to_f16(values[i]);
-        std::memcpy(&cache.k[2 * i], &kh, 2);
-        std::memcpy(&cache.v[2 * i], &vh, 2);
-      }
-    }
+    cache.fill(keys, values);
     const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 3, -1.0f, 1.0f);
     std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
     std::vector<float> out(q.size());
@@ -134,18 +100,14 @@ TEST_CASE("attention_row matches float64 softmax attention for every context len
 
 TEST_CASE("attention_row reads nothing past n_ctx", "[attention]") {
   const AttentionShape shape{2, 1, 32, 0.2f};
-  Cache clean(DType::f16, 1, 32, 16, 16 * 9);
+  AttentionCache clean(DType::f16, 1, 32, 16, 16 * 9);
   const auto kv = random_floats(clean.k.size() / 2, 4);
-  for (size_t i = 0; i < kv.size(); ++i) {
-    const uint16_t h = f32_to_f16(kv[i]);
-    std::memcpy(&clean.k[2 * i], &h, 2);
-    std::memcpy(&clean.v[2 * i], &h, 2);
-  }
+  clean.fill(kv, kv);
   const auto q = random_floats(64, 5);
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(32))), a(64), b(64);
   for (int n_ctx : {5, 64, 70}) {
     // Every slot past n_ctx holds NaN: a read of one would show in the output.
-    Cache poisoned = clean;
+    AttentionCache poisoned = clean;
     poisoned.view.groups[0].k_base = poisoned.k.data();
     poisoned.view.groups[0].v_base = poisoned.v.data();
     for (int pos = n_ctx; pos < 16 * 9; ++pos)
@@ -165,18 +127,14 @@ TEST_CASE("attention_row reads nothing past n_ctx", "[attention]") {
 
 TEST_CASE("attention_row with a sliding window sees only the positions from first to n_ctx - 1 and never reads before first", "[attention]") {
   const AttentionShape shape{4, 1, 32, 0.25f};
-  Cache cache(DType::f16, 1, 32, 16, 16 * 12);
+  AttentionCache cache(DType::f16, 1, 32, 16, 16 * 12);
   const auto kv = random_floats(cache.k.size() / 2, 6, -2.0f, 2.0f);
-  for (size_t i = 0; i < kv.size(); ++i) {
-    const uint16_t h = f32_to_f16(kv[i]);
-    std::memcpy(&cache.k[2 * i], &h, 2);
-    std::memcpy(&cache.v[2 * i], &h, 2);
-  }
+  cache.fill(kv, kv);
   const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 7, -1.0f, 1.0f);
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim))), out(q.size());
   for (auto [first, n_ctx] : {std::pair{0, 40}, {1, 40}, {8, 40}, {63, 64}, {64, 130}, {65, 130}, {100, 192}, {150, 192}}) {
     // Positions before `first` hold NaN, and their whole blocks are gone from the table (-1).
-    Cache poisoned = cache;
+    AttentionCache poisoned = cache;
     poisoned.view.groups[0].k_base = poisoned.k.data();
     poisoned.view.groups[0].v_base = poisoned.v.data();
     for (int pos = 0; pos < first; ++pos)
@@ -212,18 +170,9 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit, an
           "[attention]") {
   for (DType type : {DType::f16, DType::f32}) {
     const AttentionShape shape{8, 2, 32, 0.17f};  // 4 query heads per KV head
-    Cache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
+    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
     const auto kv = random_floats(cache.k.size() / cache.view.elem_bytes, 8, -2.0f, 2.0f);
-    for (size_t i = 0; i < kv.size(); ++i) {
-      if (type == DType::f32) {
-        std::memcpy(&cache.k[4 * i], &kv[i], 4);
-        std::memcpy(&cache.v[4 * i], &kv[kv.size() - 1 - i], 4);
-      } else {
-        const uint16_t kh = f32_to_f16(kv[i]), vh = f32_to_f16(kv[kv.size() - 1 - i]);
-        std::memcpy(&cache.k[2 * i], &kh, 2);
-        std::memcpy(&cache.v[2 * i], &vh, 2);
-      }
-    }
+    cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
     const int64_t width = shape.n_head * shape.head_dim;
     const int n_rows = 9;
     const auto q = random_floats(static_cast<size_t>(n_rows * width), 9, -1.0f, 1.0f);
@@ -244,14 +193,7 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit, an
     ar.n_rows = n_rows;
     std::vector<float> single(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
     // The scalar variant's rows, one at a time: what every variant must give, rows batched or not.
-    std::vector<float> expect(out.size());
-    {
-      IsaScope scalar(CpuIsa::scalar);
-      for (int j = 0; j < n_rows; ++j)
-        attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
-                      n_ctx[static_cast<size_t>(j)], expect.data() + rows[static_cast<size_t>(j)] * width, single.data(),
-                      first[static_cast<size_t>(j)]);
-    }
+    const auto expect = scalar_rows(shape, cache, ar);
     for (CpuIsa isa : supported_isas()) {
       IsaScope scope(isa);
       std::fill(out.begin(), out.end(), -1.0f);
@@ -270,13 +212,8 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit, an
 
 TEST_CASE("attention over several chunks stays within float64 softmax attention's bound, on every ISA", "[attention]") {
   const AttentionShape shape{2, 1, 32, 0.2f};
-  Cache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 100);
-  const auto kv = random_floats(cache.k.size() / 2, 21, -2.0f, 2.0f);
-  for (size_t i = 0; i < kv.size(); ++i) {
-    const uint16_t kh = f32_to_f16(kv[i]), vh = f32_to_f16(kv[kv.size() - 1 - i] / 2.0f);
-    std::memcpy(&cache.k[2 * i], &kh, 2);
-    std::memcpy(&cache.v[2 * i], &vh, 2);
-  }
+  AttentionCache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 100);
+  cache.fill(random_floats(cache.k.size() / 2, 21, -2.0f, 2.0f), random_floats(cache.v.size() / 2, 25));
   const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 22, -1.0f, 1.0f);
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim))), out(q.size());
   for (CpuIsa isa : supported_isas()) {
@@ -295,13 +232,9 @@ TEST_CASE("attention over several chunks stays within float64 softmax attention'
 TEST_CASE("attention split by context chunk and combined gives attention_rows' and attention_row's bits, on every ISA",
           "[attention]") {
   const AttentionShape shape{4, 1, 32, 0.15f};  // one KV head: the case the split is for
-  Cache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 110);
+  AttentionCache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 110);
   const auto kv = random_floats(cache.k.size() / 2, 23, -2.0f, 2.0f);
-  for (size_t i = 0; i < kv.size(); ++i) {
-    const uint16_t kh = f32_to_f16(kv[i]), vh = f32_to_f16(kv[kv.size() - 1 - i]);
-    std::memcpy(&cache.k[2 * i], &kh, 2);
-    std::memcpy(&cache.v[2 * i], &vh, 2);
-  }
+  cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
   const int64_t width = shape.n_head * shape.head_dim;
   // Contexts within one chunk, on its boundary and over several; windows that start inside a
   // later chunk (its earlier chunks see nothing) or just before a boundary.
@@ -318,19 +251,12 @@ TEST_CASE("attention split by context chunk and combined gives attention_rows' a
   ar.first = first.data();
   ar.n_rows = n_rows;
   ar.out_stride = width;
-  std::vector<float> expect(static_cast<size_t>(n_rows * width)), whole(expect.size()), split(expect.size());
-  std::vector<float> single(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
+  std::vector<float> whole(static_cast<size_t>(n_rows * width)), split(whole.size());
   std::vector<float> scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, n_rows)));
   const int chunks = (1760 + kAttentionChunk - 1) / kAttentionChunk;
   const int64_t stride = attention_partial_floats(shape, n_rows);
   std::vector<float> partials(static_cast<size_t>(stride * chunks));
-  {
-    IsaScope scalar(CpuIsa::scalar);
-    for (int j = 0; j < n_rows; ++j)
-      attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
-                    n_ctx[static_cast<size_t>(j)], expect.data() + rows[static_cast<size_t>(j)] * width, single.data(),
-                    first[static_cast<size_t>(j)]);
-  }
+  const auto expect = scalar_rows(shape, cache, ar);
   for (CpuIsa isa : supported_isas()) {
     IsaScope scope(isa);
     ar.out = whole.data();

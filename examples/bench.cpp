@@ -29,7 +29,7 @@ using namespace infer;
 
 constexpr const char* kTool = "infer-bench";
 constexpr const char* kUsage =
-    "usage: infer-bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [-b 512] [--json]\n"
+    "usage: infer-bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [-b 512] [--kv-type T] [--json]\n"
     "Prompt processing (ppP: a prompt of P tokens) and generation (tgN: N tokens generated) from an\n"
     "empty context, greedy, as llama.cpp's llama-bench measures them: one warm-up run, then REPS\n"
     "timed runs of each test; tokens/s as mean and standard deviation over the runs.\n"
@@ -39,6 +39,7 @@ constexpr const char* kUsage =
     "  -t N                 compute threads (default: all cores)\n"
     "  -r N                 timed runs of each test (default 5)\n"
     "  -b N                 prompt tokens per forward step (default 512, llama-bench's n_ubatch)\n"
+    "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0 (llama-bench's -ctk/-ctv)\n"
     "  --json               a JSON array of the tests with llama-bench's field names (its -o json)\n"
     "Environment: INFER_PROFILE=1 adds the time per op on stderr at the end.\n";
 
@@ -48,6 +49,7 @@ struct Options {
   int threads = 0;
   int reps = 5;
   bool json = false;
+  KvType kv_type = KvType::f16;
 };
 
 Options parse(int argc, char** argv) {
@@ -62,6 +64,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
     else if (a == "-r" || a == "--repetitions") o.reps = static_cast<int>(integer(1, 1000));
     else if (a == "-b" || a == "--batch-size") o.n_batch = integer(1, 1 << 16);
+    else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "--json") o.json = true;
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
@@ -244,10 +247,11 @@ void print_json(const std::vector<Test>& tests, const Options& o, const ModelDes
     out += "    \"model_type\": " + cli::json_quote(model_type(d)) + ",\n";
     std::snprintf(buf, sizeof buf,
                   "    \"model_size\": %llu,\n    \"model_n_params\": %lld,\n    \"n_batch\": %lld,\n    \"n_ubatch\": %lld,\n"
-                  "    \"n_threads\": %d,\n    \"type_k\": \"f16\",\n    \"type_v\": \"f16\",\n"
+                  "    \"n_threads\": %d,\n    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n"
                   "    \"n_prompt\": %lld,\n    \"n_gen\": %lld,\n    \"n_depth\": 0,\n",
                   static_cast<unsigned long long>(d.size_bytes), static_cast<long long>(d.n_params), static_cast<long long>(o.n_batch),
-                  static_cast<long long>(o.n_batch), threads, static_cast<long long>(t.n_prompt), static_cast<long long>(t.n_gen));
+                  static_cast<long long>(o.n_batch), threads, kv_type_name(o.kv_type), kv_type_name(o.kv_type),
+                  static_cast<long long>(t.n_prompt), static_cast<long long>(t.n_gen));
     out += buf;
     out += "    \"test_time\": " + cli::json_quote(t.time) + ",\n";
     std::snprintf(buf, sizeof buf, "    \"avg_ns\": %lld,\n    \"stddev_ns\": %lld,\n    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n",
@@ -276,6 +280,7 @@ int main(int argc, char** argv) {
   config.max_sequences = 1;
   config.max_batch_tokens = o.n_batch;
   config.prefix_cache = false;
+  config.kv_type = o.kv_type;
   // Room for the longest run: the prompt, or the BOS and the generated tokens.
   config.max_context = std::max(o.n_prompt, o.n_gen + 1);
   config.kv_cache_tokens = config.max_context;

@@ -31,7 +31,7 @@ constexpr const char* kUsage =
     "       infer-perplexity -m MODEL --kl-divergence-base FILE [-t THREADS]\n"
     "  -c CTX       tokens per chunk (default 512)\n"
     "  --chunks N   score at most N chunks (default: all)\n"
-    "  --kv-type    f16|f32 (default f16)\n"
+    "  --kv-type    f16 (default), f32, bf16, q8_0\n"
     "  --weight-type keep|q8_0|q4_0   quantize float weight matrices at load (default keep)\n";
 
 struct Options {

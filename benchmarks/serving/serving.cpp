@@ -33,6 +33,7 @@ constexpr const char* kTool = "infer-bench-serving";
 constexpr const char* kUsageHead =
     "usage: infer-bench-serving [-m MODEL] [trace|closed|prefix] [options]\n"
     "  -t N                 compute threads (default: all cores)\n"
+    "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0\n"
     "  --requests N         requests in the run (trace, closed; default 64)\n"
     "  --rate R             trace: Poisson arrivals per second (default 0: all at once)\n"
     "  --prompt-len A:B     prompt tokens, uniform in [A, B] (default 32:256; closed: 64:64)\n"
@@ -86,6 +87,7 @@ Options parse(int argc, char** argv, const char* usage) {
     if (a == "-m" || a == "--model") o.model = next();
     else if (a == "trace" || a == "closed" || a == "prefix") o.mode = a;
     else if (a == "-t" || a == "--threads") o.engine.threads = static_cast<int>(integer(1, 1024));
+    else if (a == "--kv-type") o.engine.kv_type = cli::parse_kv_type(kTool, usage, next());
     else if (a == "--requests") o.requests = integer(1, 1 << 20);
     else if (a == "--rate") o.rate = number(0, 1e6);
     else if (a == "--prompt-len") o.prompt = parse_range(a, next(), usage), o.prompt_set = true;

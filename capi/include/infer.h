@@ -125,8 +125,11 @@ typedef enum infer_weight_type {
   INFER_WEIGHT_Q4_0 = 2  /* as llama-quantize --pure writes Q4_0 */
 } infer_weight_type;
 
-/* Element types of the KV cache. */
-typedef enum infer_kv_type { INFER_KV_F16 = 0, INFER_KV_F32 = 1 } infer_kv_type;
+/* Element types of the KV cache: F16 (llama.cpp's default), F32 (twice the bytes, for accuracy
+ * checks), BF16 (as many bytes as F16), Q8_0 (about half: 32-element blocks with an F16 scale, as
+ * llama.cpp's q8_0 cache; the model's head size must be a multiple of 32, else
+ * infer_engine_create fails with INFER_INVALID_ARGUMENT). */
+typedef enum infer_kv_type { INFER_KV_F16 = 0, INFER_KV_F32 = 1, INFER_KV_BF16 = 2, INFER_KV_Q8_0 = 3 } infer_kv_type;
 
 /* Receives the fraction of the model loaded (0 to 1, rising; 1 last), on the thread that runs
  * infer_engine_create. */

@@ -32,9 +32,11 @@
 
 namespace infer {
 
-// The element type of the KV cache (values as infer_kv_type in infer.h).
-enum class KvType : int { f16 = 0, f32 = 1 };
-// "f16", "f32"; "" for a value that is not a KvType.
+// The element type of the KV cache (values as infer_kv_type in infer.h): f16 as llama.cpp's default;
+// f32 twice its bytes (for accuracy checks); bf16 as many; q8_0 about half (32-element blocks with
+// an F16 scale, as llama.cpp's q8_0 cache; the head size must be a multiple of 32).
+enum class KvType : int { f16 = 0, f32 = 1, bf16 = 2, q8_0 = 3 };
+// "f16", "f32", "bf16", "q8_0"; "" for a value that is not a KvType.
 INFER_API const char* kv_type_name(KvType t) noexcept;
 
 // The knobs (docs/tuning.md explains how to choose each).
@@ -46,7 +48,7 @@ struct EngineConfig {
   double batch_wait_ms = 0.0;          // an idle engine waits this long for more requests to batch
   uint64_t kv_cache_bytes = 256ull << 20;  // KV block pool, allocated once
   int block_size = 16;                 // tokens per KV block
-  KvType kv_type = KvType::f16;        // K/V element type (f32: twice the memory, for accuracy checks)
+  KvType kv_type = KvType::f16;        // K/V element type (see KvType)
   WeightType weight_type = WeightType::keep;  // quantize F32/F16/BF16 weight matrices at load
   int64_t max_context = 0;             // longest sequence (prompt + output); 0 = the model's, at most 4096
   int64_t kv_cache_tokens = 0;         // > 0: size the pool to hold this many positions (all sequences

@@ -6,8 +6,8 @@
 // (full attention, or a sliding window of W positions), a pool of blocks and, per sequence, one
 // block table. A layer's K/V live in its group's pool, at its slot within the group:
 //
-//   group g, slot s, block b:  K = k_base(g) + ((s * n_blocks(g) + b) * n_kv_heads + h) * block_size * head_dim
-//                              (then slot * head_dim within the head's rows; V the same from v_base(g))
+//   group g, slot s, block b:  K = k_base(g) + ((s * n_blocks(g) + b) * n_kv_heads + h) * block_size * row_bytes
+//                              (then slot * row_bytes within the head's rows; V the same from v_base(g))
 //
 // Keys of one head within a block are contiguous, so attention streams them row after row. A
 // windowed group's table may hold -1 for blocks wholly before the window (handed back).
@@ -38,8 +38,8 @@ struct KvView {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 0;
-  DType kv_type = DType::f16;
-  uint64_t elem_bytes = 2;
+  DType kv_type = DType::f16;  // f16, f32, bf16 or q8_0 (a row of head_dim elements in 32-blocks)
+  uint64_t row_bytes = 0;      // bytes of one head's row of head_dim elements
   int n_groups = 0;
   std::array<KvGroupView, kMaxKvGroups> groups{};
   // Per layer: its group and its slot in the group's pool; empty = every layer in group 0, slot l.
@@ -58,7 +58,8 @@ struct KvView {
   // Blocks in layer l's pool.
   int64_t pool_blocks(int l) const noexcept { return groups[static_cast<size_t>(group(l))].n_blocks; }
 
-  // First element of head h's rows in block b of layer l (b from the layer's group's block table).
+  // First byte of head h's rows in block b of layer l (b from the layer's group's block table);
+  // the row of slot s follows at s * row_bytes.
   uint8_t* k_block(int l, int64_t b, int h) const {
     const KvGroupView& g = groups[static_cast<size_t>(group(l))];
     return g.k_base + offset(g, l, b, h);
@@ -72,7 +73,7 @@ struct KvView {
   uint64_t offset(const KvGroupView& g, int l, int64_t b, int h) const {
     return ((static_cast<uint64_t>(slot(l)) * static_cast<uint64_t>(g.n_blocks) + static_cast<uint64_t>(b)) * n_kv_heads +
             static_cast<uint64_t>(h)) *
-           static_cast<uint64_t>(block_size) * head_dim * elem_bytes;
+           static_cast<uint64_t>(block_size) * row_bytes;
   }
 };
 

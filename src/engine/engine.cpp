@@ -57,9 +57,23 @@ const char* kv_type_name(KvType t) noexcept {
   switch (t) {
     case KvType::f16: return "f16";
     case KvType::f32: return "f32";
+    case KvType::bf16: return "bf16";
+    case KvType::q8_0: return "q8_0";
   }
   return "";
 }
+
+namespace {
+DType kv_dtype(KvType t) {
+  switch (t) {
+    case KvType::f32: return DType::f32;
+    case KvType::bf16: return DType::bf16;
+    case KvType::q8_0: return DType::q8_0;
+    case KvType::f16: break;
+  }
+  return DType::f16;
+}
+}  // namespace
 
 std::vector<std::string> chat_template_names() {
   std::vector<std::string> names;
@@ -395,8 +409,7 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
       impl->chat_status = chat.status().with_context(model_path);
     }
 
-    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size,
-                                                config.kv_type == KvType::f32 ? DType::f32 : DType::f16);
+    KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, kv_dtype(config.kv_type));
     kvc.max_sequences = config.max_sequences;
     kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
     if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);

@@ -37,9 +37,10 @@ namespace {
 
 // Bytes of one block of a group of n_layers layers (K and V); nullopt on overflow.
 std::optional<uint64_t> block_bytes(const KvCacheConfig& c, size_t n_layers) {
-  const uint64_t elem = dtype_traits(c.kv_type)->block_bytes;
+  const auto row = dtype_row_bytes(c.kv_type, static_cast<uint64_t>(c.head_dim));
+  if (!row) return std::nullopt;  // a head size the type's blocks do not divide
   return checked_mul(2ull * static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(c.n_kv_heads),
-                     static_cast<uint64_t>(c.block_size) * static_cast<uint64_t>(c.head_dim) * elem);
+                     static_cast<uint64_t>(c.block_size) * *row);
 }
 
 // The most blocks a windowed group can need at once: max_sequences windows (never more than
@@ -93,8 +94,11 @@ Result<KvCache> KvCache::create(const KvCacheConfig& config, const KvAllocator& 
   const KvCacheConfig& c = config;
   if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.block_size <= 0)
     return invalid_argument("KV cache: layers, heads, head size and block size must be positive");
-  if (c.kv_type != DType::f16 && c.kv_type != DType::f32)
-    return invalid_argument("KV cache: type must be f16 or f32, not " + std::string(dtype_name(c.kv_type)));
+  if (c.kv_type != DType::f16 && c.kv_type != DType::f32 && c.kv_type != DType::bf16 && c.kv_type != DType::q8_0)
+    return invalid_argument("KV cache: type must be f16, f32, bf16 or q8_0, not " + std::string(dtype_name(c.kv_type)));
+  if (!dtype_row_bytes(c.kv_type, static_cast<uint64_t>(c.head_dim)))
+    return invalid_argument("KV cache: " + std::string(dtype_name(c.kv_type)) + " needs a head size that is a multiple of " +
+                            std::to_string(dtype_traits(c.kv_type)->block_size) + ", not " + std::to_string(c.head_dim));
   if (c.max_sequences <= 0 || c.max_step_tokens <= 0)
     return invalid_argument("KV cache: sequence and step limits must be positive");
   KvCacheConfig resolved = c;
@@ -142,7 +146,7 @@ Result<KvCache> KvCache::create(const KvCacheConfig& config, const KvAllocator& 
   v.head_dim = c.head_dim;
   v.block_size = c.block_size;
   v.kv_type = c.kv_type;
-  v.elem_bytes = dtype_traits(c.kv_type)->block_bytes;
+  v.row_bytes = *dtype_row_bytes(c.kv_type, static_cast<uint64_t>(c.head_dim));
   v.n_groups = static_cast<int>(groups.size());
   v.layer_group.resize(static_cast<size_t>(c.n_layer));
   v.layer_slot.resize(static_cast<size_t>(c.n_layer));

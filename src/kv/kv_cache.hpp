@@ -42,7 +42,7 @@ struct KvCacheConfig {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;          // tokens per block
-  DType kv_type = DType::f16;   // element type: f16 (llama.cpp's default) or f32
+  DType kv_type = DType::f16;   // element type: f16 (llama.cpp's default), f32, bf16 or q8_0
   uint64_t budget_bytes = 256ull << 20;
   std::vector<KvCacheSpec> groups;  // each layer in exactly one; empty: one full-attention group
   // Sizing of windowed pools: at most this many sequences, each growing by at most

@@ -192,6 +192,14 @@ static void case_invalid_arguments(void) {
   ep.model_path = g_model;
   ep.kv_type = 7;
   CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_INVALID_ARGUMENT);
+  /* The test model's heads have 16 dimensions: no whole Q8_0 block per row. */
+  ep.kv_type = INFER_KV_Q8_0;
+  CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(infer_last_error(), "multiple of 32") != NULL);
+  ep.kv_type = INFER_KV_BF16;
+  CHECK(infer_engine_create(&ep, &e) == INFER_OK);
+  infer_engine_destroy(e);
+  e = NULL;
   ep.kv_type = INFER_KV_F16;
   ep.weight_type = 9;
   CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_INVALID_ARGUMENT);

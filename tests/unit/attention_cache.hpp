@@ -5,8 +5,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/half.hpp"
 #include "core/kv_view.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
+#include "quant/quantize_activations.hpp"
 
 namespace infer::test {
 
@@ -24,42 +25,39 @@ struct AttentionCache {
     view.groups[0].n_layers = 1;
     view.groups[0].n_blocks = n_blocks;
     view.kv_type = type;
-    view.elem_bytes = type == DType::f32 ? 4 : 2;
-    const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim * view.elem_bytes;
+    view.row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(head_dim));
+    const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * view.row_bytes;
     k.assign(bytes, 0);
     v.assign(bytes, 0);
     view.groups[0].k_base = k.data();
     view.groups[0].v_base = v.data();
     for (int b = 0; b < n_blocks; ++b) blocks.push_back((b * 7 + 3) % n_blocks);
   }
-  // Element i of the K and V storage (in storage order) <- keys[i], values[i], in the cache type.
+  // Element i of K and V in storage order (row i / head_dim) <- keys[i], values[i], stored as
+  // the cache type stores them (kv_store's conversion).
   void fill(const std::vector<float>& keys, const std::vector<float>& values) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      put(k, i, keys[i]);
-      put(v, i, values[i]);
+    const size_t hd = static_cast<size_t>(view.head_dim);
+    for (size_t r = 0; r * hd < keys.size(); ++r) {
+      store(k.data() + r * view.row_bytes, keys.data() + r * hd);
+      store(v.data() + r * view.row_bytes, values.data() + r * hd);
     }
   }
   // The value the cache holds for element (head, pos, i) of K or V, as a float.
   float at(const std::vector<uint8_t>& buf, int head, int pos, int i) const {
-    const size_t off = (((static_cast<size_t>(blocks[static_cast<size_t>(pos / view.block_size)]) * view.n_kv_heads + head) *
-                             view.block_size + pos % view.block_size) * view.head_dim + i) * view.elem_bytes;
-    if (view.kv_type == DType::f32) {
-      float f;
-      std::memcpy(&f, &buf[off], 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, &buf[off], 2);
-    return f16_to_f32(h);
+    const size_t row = (static_cast<size_t>(blocks[static_cast<size_t>(pos / view.block_size)]) * view.n_kv_heads + head) *
+                           view.block_size + pos % view.block_size;
+    std::vector<float> values(static_cast<size_t>(view.head_dim));
+    dequantize_row_ref(view.kv_type, buf.data() + row * view.row_bytes, values.data(), view.head_dim);
+    return values[static_cast<size_t>(i)];
   }
 
  private:
-  void put(std::vector<uint8_t>& buf, size_t i, float x) const {
-    if (view.kv_type == DType::f32) {
-      std::memcpy(&buf[4 * i], &x, 4);
-    } else {
-      const uint16_t h = f32_to_f16(x);
-      std::memcpy(&buf[2 * i], &h, 2);
+  void store(uint8_t* row, const float* x) const {
+    switch (view.kv_type) {
+      case DType::f32: std::memcpy(row, x, static_cast<size_t>(view.head_dim) * 4); return;
+      case DType::bf16: round_activations_bf16(x, row, view.head_dim); return;
+      case DType::q8_0: quantize_activations_q8_0(x, row, view.head_dim); return;
+      default: round_activations_f16(x, row, view.head_dim); return;
     }
   }
 };

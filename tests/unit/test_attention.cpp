@@ -74,14 +74,14 @@ TEST_CASE("exp_ggml is within 2 ulp of exp and saturates at the ends", "[attenti
   REQUIRE(std::isinf(exp_ggml(200.0f)));
 }
 
-TEST_CASE("attention_row matches float64 softmax attention for every context length across tile boundaries",
+TEST_CASE("attention_row matches float64 softmax attention for every context length across tile boundaries, every KV type",
           "[attention]") {
-  for (DType type : {DType::f32, DType::f16}) {
+  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
     const AttentionShape shape{4, 2, 64, 0.125f};
     AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13);
     // Keys and values with a spread of scores: some positions dominate, most do not.
-    const auto keys = random_floats(cache.k.size() / cache.view.elem_bytes, 1, -2.0f, 2.0f);
-    const auto values = random_floats(cache.v.size() / cache.view.elem_bytes, 2);
+    const auto keys = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 1, -2.0f, 2.0f);
+    const auto values = random_floats(cache.v.size() / cache.view.row_bytes * cache.view.head_dim, 2);
     cache.fill(keys, values);
     const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 3, -1.0f, 1.0f);
     std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
@@ -166,12 +166,12 @@ TEST_CASE("attention_row with a sliding window sees only the positions from firs
   }
 }
 
-TEST_CASE("attention_rows gives every row attention_row's result bit for bit, and every ISA's variant the scalar one's",
+TEST_CASE("attention_rows gives every row attention_row's result bit for bit, and every ISA's variant the scalar one's, every KV type",
           "[attention]") {
-  for (DType type : {DType::f16, DType::f32}) {
+  for (DType type : {DType::f16, DType::f32, DType::bf16, DType::q8_0}) {
     const AttentionShape shape{8, 2, 32, 0.17f};  // 4 query heads per KV head
     AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
-    const auto kv = random_floats(cache.k.size() / cache.view.elem_bytes, 8, -2.0f, 2.0f);
+    const auto kv = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 8, -2.0f, 2.0f);
     cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
     const int64_t width = shape.n_head * shape.head_dim;
     const int n_rows = 9;

@@ -1090,6 +1090,8 @@ TEST_CASE("tokenize and detokenize round-trip, with the options submit uses", "[
 TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of f16 ones", "[engine]") {
   CHECK(std::string(kv_type_name(KvType::f16)) == "f16");
   CHECK(std::string(kv_type_name(KvType::f32)) == "f32");
+  CHECK(std::string(kv_type_name(KvType::bf16)) == "bf16");
+  CHECK(std::string(kv_type_name(KvType::q8_0)) == "q8_0");
   CHECK(std::string(kv_type_name(static_cast<KvType>(9))).empty());
   EngineConfig c;
   c.kv_cache_bytes = 1 << 20;
@@ -1106,8 +1108,53 @@ TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of
   REQUIRE(done.ok());
   CHECK(done->status.is_ok());
   CHECK(done->ids.size() == 4);
+  c.kv_type = KvType::bf16;
+  CHECK(make_engine(c)->stats().kv_blocks_total == f16_blocks);
+  // Q8_0 needs whole 32-element blocks per head row: this model's heads have 8 dimensions.
+  c.kv_type = KvType::q8_0;
+  const auto refused = Engine::create(model_path(), c);
+  CHECK(refused.status().code() == StatusCode::invalid_argument);
+  CHECK(refused.status().message().find("multiple of 32") != std::string::npos);
   c.kv_type = static_cast<KvType>(9);
   CHECK(Engine::create(model_path(), c).status().code() == StatusCode::invalid_argument);
+}
+
+TEST_CASE("bf16 and q8_0 KV caches: q8_0 takes 17/32 of f16's bytes, and greedy tokens are the same alone, batched, chunked and from the prefix cache",
+          "[engine][prefix]") {
+  // Heads of 32 dimensions: one Q8_0 block per row (34 bytes against 64 in F16).
+  test::TinyLlama spec = llama_spec();
+  spec.n_embd = 128;
+  spec.n_ff = 96;
+  spec.seed = 80;
+  const ModelOnDisk model(spec, "head32");
+  for (KvType type : {KvType::bf16, KvType::q8_0}) {
+    INFO(kv_type_name(type));
+    EngineConfig c;
+    c.kv_cache_bytes = 4 << 20;
+    c.kv_type = type;
+    EngineConfig f16 = c;
+    f16.kv_type = KvType::f16;
+    const int64_t f16_blocks = make_engine(f16, model.path)->stats().kv_blocks_total;
+    CHECK(make_engine(c, model.path)->stats().kv_blocks_total == (type == KvType::q8_0 ? f16_blocks * 32 / 17 : f16_blocks));
+    // Each prompt alone on a fresh engine without the prefix cache ...
+    Workload w;
+    std::vector<std::vector<int32_t>> alone;
+    {
+      EngineConfig a = c;
+      a.prefix_cache = false;
+      auto e = make_engine(a, model.path);
+      for (size_t i = 0; i < w.prompts.size(); ++i) alone.push_back(e->generate(greedy(w.prompts[i], w.lengths[i])).value().ids);
+    }
+    // ... then all 16 at once, chunked, with the shared prefix computed once and reused.
+    for (int64_t budget : {512, 7}) {
+      EngineConfig b = c;
+      b.max_batch_tokens = budget;
+      auto e = make_engine(b, model.path);
+      EngineStats st;
+      CHECK(run_batched(*e, &st) == alone);
+      CHECK(st.cached_prompt_tokens > 0);
+    }
+  }
 }
 
 TEST_CASE("load progress rises to 1 and kv_cache_tokens sizes the pool in positions", "[engine]") {

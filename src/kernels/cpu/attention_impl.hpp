@@ -12,6 +12,7 @@
 
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/exp_approx.hpp"
 #include "quant/quantize_activations.hpp"
 
@@ -20,12 +21,13 @@ namespace {
 
 constexpr int kTile = kAttentionTile;
 
-// Loads head_dim elements of a cache row as floats (the F16 conversion is exact, so the F16C
-// instruction, where the build has it, gives the same values as the scalar conversion).
+// Loads head_dim elements of a cache row as floats (F16 and BF16 convert exactly, so the F16C
+// instruction, where the build has it, gives the same values as the scalar conversion; Q8_0 rows
+// dequantize as dequantize_row does on every ISA).
 inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept {
   if (kv.kv_type == DType::f32) {
     std::memcpy(dst, row, static_cast<size_t>(kv.head_dim) * 4);
-  } else {
+  } else if (kv.kv_type == DType::f16) {
     const auto* h = reinterpret_cast<const uint16_t*>(row);
     int i = 0;
 #if defined(__F16C__) && defined(__AVX__)
@@ -33,14 +35,18 @@ inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept 
       _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
 #endif
     for (; i < kv.head_dim; ++i) dst[i] = f16_to_f32(h[i]);
+  } else {
+    dequantize_row(kv.kv_type, row, dst, kv.head_dim);
   }
 }
 
+// Stores a row as llama.cpp's CPU backend writes its cache (ggml's from_float of the type).
 inline void store_row(const KvView& kv, uint8_t* row, const float* src) noexcept {
-  if (kv.kv_type == DType::f32) {
-    std::memcpy(row, src, static_cast<size_t>(kv.head_dim) * 4);
-  } else {
-    round_activations_f16(src, row, kv.head_dim);  // f32_to_f16's bits, vectorized
+  switch (kv.kv_type) {
+    case DType::f32: std::memcpy(row, src, static_cast<size_t>(kv.head_dim) * 4); return;
+    case DType::bf16: round_activations_bf16(src, row, kv.head_dim); return;
+    case DType::q8_0: quantize_activations_q8_0(src, row, kv.head_dim); return;
+    default: round_activations_f16(src, row, kv.head_dim); return;  // f32_to_f16's bits, vectorized
   }
 }
 
@@ -187,7 +193,7 @@ void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int3
               const float* v) noexcept {
   const int32_t block = blocks[static_cast<size_t>(pos / kv.block_size)];
   const int32_t slot = pos % kv.block_size;
-  const uint64_t row_bytes = static_cast<uint64_t>(kv.head_dim) * kv.elem_bytes;
+  const uint64_t row_bytes = kv.row_bytes;
   for (int h = 0; h < kv.n_kv_heads; ++h) {
     store_row(kv, kv.k_block(layer, block, h) + slot * row_bytes, k + static_cast<int64_t>(h) * kv.head_dim);
     store_row(kv, kv.v_block(layer, block, h) + slot * row_bytes, v + static_cast<int64_t>(h) * kv.head_dim);
@@ -199,7 +205,7 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
                    int32_t first) noexcept {
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_kv_heads;
-  const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
+  const uint64_t row_bytes = kv.row_bytes;
   float* kt = scratch;              // the tile's keys, transposed: kt[i * kTile + t]
   float* p = kt + kTile * hd;       // scores, then probabilities
   float* row = p + kTile;           // one K or V row
@@ -262,7 +268,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
   if (head_end < 0) head_end = shape.n_head;
   const int n_rows = rows.n_rows;
   const int n_states = n_rows * group;
-  const uint64_t row_bytes = static_cast<uint64_t>(hd) * kv.elem_bytes;
+  const uint64_t row_bytes = kv.row_bytes;
   float* kt = scratch;             // kt[i * kTile + t]
   float* vt = kt + kTile * hd;     // vt[t * hd + i]
   float* vrow = vt + kTile * hd;   // one K row

@@ -7,6 +7,12 @@
 // tokens come from that file and each scored position is compared with the base model's
 // distribution: mean KL divergence, top-1 agreement, and both perplexities.
 //
+// With --kl-base BASE_MODEL, both models run here on the same chunks (the base with the default
+// F16 cache and its weights as stored; --kv-type and --weight-type apply to MODEL), and each
+// scored position compares the full distributions in float64: per chunk and in total, both
+// perplexities, their difference, the mean, median, p99 and largest KL divergence KL(base || model)
+// and the top-1 agreement.
+//
 // Each chunk is one request to the Engine (public API only): its tokens as prompt_ids, nothing
 // generated, the second half scored (Request::score: the log-probability of each scored token,
 // and with --kl-divergence-base the logits rows too), the prefix cache off.
@@ -16,6 +22,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <numeric>
 #include <vector>
 
 #include "cli_common.hpp"
@@ -29,13 +37,16 @@ constexpr const char* kTool = "infer-perplexity";
 constexpr const char* kUsage =
     "usage: infer-perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [-b BATCH] [--chunks N]\n"
     "       infer-perplexity -m MODEL --kl-divergence-base FILE [-t THREADS]\n"
+    "       infer-perplexity -m MODEL --kl-base BASE_MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--chunks N]\n"
+    "  --kl-base BASE_MODEL  run BASE_MODEL too and compare each scored distribution with its\n"
+    "               (KL divergence, top-1 agreement, perplexity difference; per chunk and in total)\n"
     "  -c CTX       tokens per chunk (default 512)\n"
     "  --chunks N   score at most N chunks (default: all)\n"
     "  --kv-type    f16 (default), f32, bf16, q8_0\n"
     "  --weight-type keep|q8_0|q4_0   quantize float weight matrices at load (default keep)\n";
 
 struct Options {
-  std::string model, text_file, kld_base;
+  std::string model, text_file, kld_base, kl_base_model;
   int64_t n_ctx = 512, n_batch = 2048, max_chunks = -1;
   int threads = 0;
   KvType kv_type = KvType::f16;
@@ -76,6 +87,79 @@ KldBase open_kld_base(const std::string& path) {
   return b;
 }
 
+// log p_i of a row of logits, in float64.
+std::vector<double> log_softmax(const float* row, int64_t n) {
+  const float max = *std::max_element(row, row + n);
+  double z = 0;
+  for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(row[i] - max));
+  const double log_z = std::log(z);
+  std::vector<double> lp(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) lp[static_cast<size_t>(i)] = static_cast<double>(row[i] - max) - log_z;
+  return lp;
+}
+
+// The p-quantile of sorted values (nearest rank).
+double quantile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const auto k = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size()))) - (p > 0 ? 1 : 0);
+  return sorted[std::min(k, sorted.size() - 1)];
+}
+
+void print_comparison_header() {
+  std::printf("%-6s %12s %12s %14s %12s %12s %9s\n", "chunk", "PPL", "base PPL", "ln(PPL/base)", "mean KLD", "p99 KLD", "same top");
+}
+
+// The model against a base model, position by position: KL(base || model) over the whole
+// vocabulary in float64, top-1 agreement, and both models' negative log-likelihoods.
+struct ModelComparison {
+  std::vector<double> kl;  // every scored position's
+  double nll = 0, base_nll = 0;
+  int64_t same_top = 0;
+
+  void add_chunk(int64_t c, const Completion& model, const Completion& base, int64_t n_vocab) {
+    const size_t n = model.prompt_logprobs.size(), from = kl.size();
+    double chunk_nll = 0, chunk_base_nll = 0;
+    int64_t chunk_same = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const auto lp = log_softmax(model.prompt_logits.data() + k * static_cast<size_t>(n_vocab), n_vocab);
+      const auto lb = log_softmax(base.prompt_logits.data() + k * static_cast<size_t>(n_vocab), n_vocab);
+      double d = 0;
+      for (size_t i = 0; i < lp.size(); ++i) d += std::exp(lb[i]) * (lb[i] - lp[i]);
+      kl.push_back(std::max(0.0, d));
+      chunk_same += std::max_element(lp.begin(), lp.end()) - lp.begin() == std::max_element(lb.begin(), lb.end()) - lb.begin();
+      chunk_nll -= static_cast<double>(model.prompt_logprobs[k].logprob);
+      chunk_base_nll -= static_cast<double>(base.prompt_logprobs[k].logprob);
+    }
+    nll += chunk_nll;
+    base_nll += chunk_base_nll;
+    same_top += chunk_same;
+    std::vector<double> chunk_kl(kl.begin() + static_cast<ptrdiff_t>(from), kl.end());
+    std::sort(chunk_kl.begin(), chunk_kl.end());
+    const double dn = static_cast<double>(n);
+    std::printf("%-6lld %12.4f %12.4f %14.6f %12.6f %12.6f %8.2f%%\n", static_cast<long long>(c + 1), std::exp(chunk_nll / dn),
+                std::exp(chunk_base_nll / dn), (chunk_nll - chunk_base_nll) / dn,
+                std::accumulate(chunk_kl.begin(), chunk_kl.end(), 0.0) / dn, quantile(chunk_kl, 0.99),
+                100.0 * static_cast<double>(chunk_same) / dn);
+  }
+
+  void print_totals() const {
+    const double n = static_cast<double>(kl.size());
+    std::vector<double> sorted = kl;
+    std::sort(sorted.begin(), sorted.end());
+    double sum = 0, sum2 = 0;
+    for (double v : kl) sum += v, sum2 += v * v;
+    const double mean = sum / n, err = n > 1 ? std::sqrt(std::max(0.0, sum2 / n - mean * mean) / (n - 1)) : 0;
+    const double ppl = std::exp(nll / n), base_ppl = std::exp(base_nll / n);
+    std::printf("base PPL = %.4f\n", base_ppl);
+    std::printf("PPL - base PPL = %+.4f (%+.3f%%)\n", ppl - base_ppl, 100.0 * (ppl / base_ppl - 1.0));
+    std::printf("mean KLD = %.6f +/- %.6f\n", mean, err);
+    std::printf("median KLD = %.6f, p99 KLD = %.6f, max KLD = %.6f\n", quantile(sorted, 0.5), quantile(sorted, 0.99),
+                sorted.empty() ? 0.0 : sorted.back());
+    std::printf("same top = %.2f%% (%lld of %lld)\n", 100.0 * static_cast<double>(same_top) / n, static_cast<long long>(same_top),
+                static_cast<long long>(kl.size()));
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +174,7 @@ int main(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, next(), 1, 1024));
     else if (a == "--chunks") o.max_chunks = cli::parse_int(kTool, kUsage, a, next(), 1, 1 << 30);
     else if (a == "--kl-divergence-base") o.kld_base = next();
+    else if (a == "--kl-base") o.kl_base_model = next();
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
@@ -99,6 +184,8 @@ int main(int argc, char** argv) {
   }
   o.model = cli::model_or_default(kTool, o.model, kUsage);
   if (o.text_file.empty() == o.kld_base.empty()) cli::usage_error(kTool, "give either -f TEXT_FILE or --kl-divergence-base FILE", kUsage);
+  if (!o.kl_base_model.empty() && !o.kld_base.empty())
+    cli::usage_error(kTool, "--kl-base compares with a model on a text (-f); --kl-divergence-base with a file", kUsage);
 
   // The chunk length comes from -c or the base file's header; the engine's context and KV pool
   // hold one chunk.
@@ -128,6 +215,18 @@ int main(int argc, char** argv) {
   Engine& engine = **created;
   const ModelDescription model = engine.model();
   const int64_t n_vocab = model.n_vocab;
+  std::unique_ptr<Engine> base_engine;
+  if (!o.kl_base_model.empty()) {
+    EngineConfig bc = config;
+    bc.kv_type = KvType::f16;
+    bc.weight_type = WeightType::keep;
+    auto b = Engine::create(o.kl_base_model, bc);
+    if (!b.ok()) cli::fail(kTool, b.status().message());
+    base_engine = std::move(b).value();
+    if (base_engine->model().n_vocab != n_vocab)
+      cli::fail(kTool, o.kl_base_model + ": vocabulary of " + std::to_string(base_engine->model().n_vocab) + " tokens, " + o.model +
+                           " has " + std::to_string(n_vocab));
+  }
 
   std::vector<int32_t> tokens;
   int64_t n_chunk = 0;
@@ -140,6 +239,10 @@ int main(int argc, char** argv) {
     auto enc = engine.tokenize(text, /*add_special=*/true, /*parse_special=*/false);
     if (!enc.ok()) cli::fail(kTool, enc.status().message());
     tokens = std::move(enc).value();
+    if (base_engine) {
+      const auto base_tokens = base_engine->tokenize(text, /*add_special=*/true, /*parse_special=*/false);
+      if (!base_tokens.ok() || *base_tokens != tokens) cli::fail(kTool, o.kl_base_model + " tokenizes the text differently from " + o.model);
+    }
     if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
       cli::fail(kTool, "the text has " + std::to_string(tokens.size()) + " tokens; a context of " + std::to_string(n_ctx) +
                            " needs at least " + std::to_string(2 * n_ctx));
@@ -159,7 +262,8 @@ int main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();
   std::fprintf(stderr, "%s: %lld chunks of %lld tokens, scoring the last %lld of each\n", kTool, static_cast<long long>(n_chunk),
                static_cast<long long>(n_ctx), static_cast<long long>(n_ctx - first - 1));
-  auto submit_chunk = [&](int64_t c) {
+  const bool want_logits = !o.kld_base.empty() || base_engine;
+  auto submit_to = [&](Engine& e, int64_t c) {
     Request r;
     const auto begin = tokens.begin() + static_cast<ptrdiff_t>(c * n_ctx);
     r.prompt_ids.assign(begin, begin + static_cast<ptrdiff_t>(n_ctx));
@@ -167,22 +271,37 @@ int main(int argc, char** argv) {
     r.params.max_tokens = 0;
     // Row j predicts token j + 1: rows first .. n_ctx - 2 score tokens first + 1 .. n_ctx - 1.
     r.score.from = first + 1;
-    r.score.logits = !o.kld_base.empty();
-    auto id = engine.submit(std::move(r));
+    r.score.logits = want_logits;
+    auto id = e.submit(std::move(r));
     if (!id.ok()) cli::fail(kTool, id.status().message());
     return *id;
   };
-  // One chunk queued behind the one running, so that the engine never waits for this loop.
-  RequestId next = n_chunk > 0 ? submit_chunk(0) : 0;
-  for (int64_t c = 0; c < n_chunk; ++c) {
-    const RequestId id = next;
-    if (c + 1 < n_chunk) next = submit_chunk(c + 1);
-    auto done = engine.wait(id);
+  auto finish = [&](Engine& e, RequestId id, int64_t c) {
+    auto done = e.wait(id);
     if (!done.ok()) cli::fail(kTool, done.status().message());
     if (!done->status.is_ok()) cli::fail(kTool, done->status.message());
-    const Completion& chunk = *done;
-    if (static_cast<int64_t>(chunk.prompt_logprobs.size()) != n_ctx - first - 1)
-      cli::fail(kTool, "the engine scored " + std::to_string(chunk.prompt_logprobs.size()) + " tokens of chunk " + std::to_string(c + 1));
+    if (static_cast<int64_t>(done->prompt_logprobs.size()) != n_ctx - first - 1)
+      cli::fail(kTool, "the engine scored " + std::to_string(done->prompt_logprobs.size()) + " tokens of chunk " + std::to_string(c + 1));
+    return std::move(done).value();
+  };
+  // Against a base model: every position's KL divergence, for the percentiles.
+  ModelComparison cmp;
+  if (base_engine) print_comparison_header();
+  // One chunk queued behind the one running, so that the engine never waits for this loop (the
+  // base model's engine runs its chunk at the same time).
+  RequestId next = n_chunk > 0 ? submit_to(engine, 0) : 0;
+  RequestId next_base = n_chunk > 0 && base_engine ? submit_to(*base_engine, 0) : 0;
+  for (int64_t c = 0; c < n_chunk; ++c) {
+    const RequestId id = next, base_id = next_base;
+    if (c + 1 < n_chunk) {
+      next = submit_to(engine, c + 1);
+      if (base_engine) next_base = submit_to(*base_engine, c + 1);
+    }
+    const Completion chunk = finish(engine, id, c);
+    if (base_engine) {
+      const Completion base_chunk = finish(*base_engine, base_id, c);
+      cmp.add_chunk(c, chunk, base_chunk, n_vocab);
+    }
     for (int64_t j = first; j < n_ctx - 1; ++j) {
       const int64_t k = j - first;
       const double v = -static_cast<double>(chunk.prompt_logprobs[static_cast<size_t>(k)].logprob);
@@ -221,10 +340,10 @@ int main(int argc, char** argv) {
       }
       ++count;
     }
-    std::printf("[%lld]%.4lf,", static_cast<long long>(c + 1), std::exp(nll / static_cast<double>(count)));
+    if (!base_engine) std::printf("[%lld]%.4lf,", static_cast<long long>(c + 1), std::exp(nll / static_cast<double>(count)));
     std::fflush(stdout);
   }
-  std::printf("\n");
+  if (!base_engine) std::printf("\n");
   const double n = static_cast<double>(count);
   const double mean = nll / n;
   double var = nll2 / n - mean * mean;
@@ -239,6 +358,7 @@ int main(int argc, char** argv) {
     std::printf("same top = %.2f%% (%lld of %lld)\n", 100.0 * static_cast<double>(same_top) / n, static_cast<long long>(same_top),
                 static_cast<long long>(count));
   }
+  if (base_engine) cmp.print_totals();
   std::fprintf(stderr, "%s: %lld tokens scored in %.1f s\n", kTool, static_cast<long long>(count),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return 0;

@@ -143,6 +143,25 @@ with tempfile.TemporaryDirectory() as tmp:
         g1, _ = run(gen + ["--temp", "0", "-n", "16", "--ids", "--weight-type", qt])
         g2, _ = run([tool("infer-generate"), "-m", qm, "-p", "The licence of the program", "-t", "2", "--temp", "0", "-n", "16", "--ids"])
         check(g1 == g2 and g1.strip(), f"--weight-type {qt}: generated {g1!r}, the quantized file {g2!r}")
+    # --kl-base: the model against itself is all zeros; llama.cpp's Q8_0 file against the F32
+    # model gives, on the base file's chunk, what --kl-divergence-base computes from llama.cpp's
+    # own stored F32 distributions (tests/data/models/ref-f32.kld: 16-bit log-probabilities).
+    corpus = os.path.join(root, "tests/data/text/corpus.txt")
+    out, _ = run([tool("infer-perplexity"), "-m", model, "--kl-base", model, "-f", corpus, "-c", "128", "--chunks", "2", "-t", "2"])
+    check("mean KLD = 0.000000 +/- 0.000000" in out and "same top = 100.00% (126 of 126)" in out and "+0.0000 (+0.000%)" in out,
+          f"--kl-base with the model itself: {out!r}")
+    q8 = os.path.join(root, "tests/data/models/ref-q8_0.gguf")
+    out, _ = run([tool("infer-perplexity"), "-m", q8, "--kl-base", model, "-f", corpus, "-c", "128", "--chunks", "1", "-t", "2"])
+    ref_out, _ = run([tool("infer-perplexity"), "-m", q8, "--kl-divergence-base", os.path.join(root, "tests/data/models/ref-f32.kld"), "-t", "2"])
+    kld = lambda text: float(re.search(r"mean KLD = ([0-9.]+)", text).group(1))
+    top = lambda text: re.search(r"same top = ([0-9.]+)%", text).group(1)
+    check(kld(out) > 0 and abs(kld(out) - kld(ref_out)) <= 0.02 * kld(ref_out) and top(out) == top(ref_out),
+          f"--kl-base {kld(out)} / {top(out)}% against the llama.cpp base file's {kld(ref_out)} / {top(ref_out)}%")
+    check(re.search(r"p99 KLD = [0-9.]+, max KLD = [0-9.]+", out) and re.search(r"^1 +[0-9.]+ +[0-9.]+ ", out, re.M),
+          f"--kl-base: no percentiles or per-chunk line: {out!r}")
+    _, err = run([tool("infer-perplexity"), "-m", q8, "--kl-base", model, "--kl-divergence-base", "x.kld"], expect_rc=2)
+    check("--kl-base" in err, f"--kl-base with --kl-divergence-base: {err!r}")
+
     _, err = run([tool("infer-make-model"), "-o", os.path.join(tmp, "x.gguf"), "--type", "q4_0", "--n-embd", "48",
                   "--n-head", "4", "--n-head-kv", "2", "--n-ff", "64"], expect_rc=2)
     check("multiples of 32" in err, f"--type q4_0 with n_embd 48: {err!r}")

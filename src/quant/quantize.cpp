@@ -4,7 +4,6 @@
 #include <cassert>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 
 #include "core/half.hpp"
 #include "quant/block_formats.hpp"
@@ -15,22 +14,12 @@ using namespace quant;
 
 namespace {
 
-// Smallest and largest value of a block of 32.
-struct MinMax {
-  float min;
-  float max;
-};
-MinMax block_min_max(const float* x) {
-  MinMax r{FLT_MAX, -FLT_MAX};
-  for (int j = 0; j < kQK; ++j) {
-    if (x[j] < r.min) r.min = x[j];
-    if (x[j] > r.max) r.max = x[j];
-  }
-  return r;
-}
-
-// The signed value of the first element of largest magnitude (0 for an all-zero block).
-float block_extreme(const float* x) {
+// Q4_0 / Q5_0 with n_levels 16 / 32: d = extreme / -(n_levels / 2), where the extreme is the
+// first element of largest magnitude, and q = min(n_levels - 1, trunc(x / d + n_levels / 2 + 0.5)).
+// The negative step makes the extreme land exactly on q = 0 (value -n_levels/2 d), the end of the
+// range with one more level; x / d lies in [-n/2, n/2], so the addition then truncation is
+// round-half-up onto 0..n_levels, clipped. Returns d.
+float centered_levels(const float* x, int n_levels, int* q) {
   float amax = 0.0f;
   float extreme = 0.0f;
   for (int j = 0; j < kQK; ++j) {
@@ -39,7 +28,31 @@ float block_extreme(const float* x) {
       extreme = x[j];
     }
   }
-  return extreme;
+  const float half = static_cast<float>(n_levels / 2);
+  const float d = extreme / -half;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kQK; ++j) q[j] = std::min(n_levels - 1, static_cast<int>(x[j] * id + (half + 0.5f)));
+  return d;
+}
+
+// Q4_1 / Q5_1 with n_levels 16 / 32: m = min x, d = (max - m) / (n_levels - 1),
+// q = trunc((x - m) / d + 0.5). ggml clips Q4_1 at 15 and not Q5_1; the maximum maps to
+// n_levels - 1 + 0.5 at most, so the clip never changes a level and both take it.
+struct Affine {
+  float d;
+  float m;
+};
+Affine affine_levels(const float* x, int n_levels, int* q) {
+  float min = FLT_MAX;
+  float max = -FLT_MAX;
+  for (int j = 0; j < kQK; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / static_cast<float>(n_levels - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kQK; ++j) q[j] = std::min(n_levels - 1, static_cast<int>((x[j] - min) * id + 0.5f));
+  return {d, min};
 }
 
 // Low nibbles of elements j and j + 16 into byte j.
@@ -74,14 +87,8 @@ void quantize_row_q4_0_ref(const float* x, void* dst, int64_t n) noexcept {
   assert(n >= 0 && n % kQK == 0);
   auto* b = static_cast<BlockQ4_0*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i, ++b, x += kQK) {
-    // A negative step makes the extreme land exactly on q = 0 (value -8 d), the end of the range
-    // with one more level.
-    const float d = block_extreme(x) / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->d = f32_to_f16(d);
     int q[kQK];
-    // x * id lies in [-8, 8]; + 8.5 then truncation is round-half-up onto 0..16, clipped at 15.
-    for (int j = 0; j < kQK; ++j) q[j] = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+    b->d = f32_to_f16(centered_levels(x, 16, q));
     put_nibbles(b->qs, q);
   }
 }
@@ -90,13 +97,10 @@ void quantize_row_q4_1_ref(const float* x, void* dst, int64_t n) noexcept {
   assert(n >= 0 && n % kQK == 0);
   auto* b = static_cast<BlockQ4_1*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i, ++b, x += kQK) {
-    const MinMax r = block_min_max(x);
-    const float d = (r.max - r.min) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->d = f32_to_f16(d);
-    b->m = f32_to_f16(r.min);
     int q[kQK];
-    for (int j = 0; j < kQK; ++j) q[j] = std::min(15, static_cast<int>((x[j] - r.min) * id + 0.5f));
+    const Affine a = affine_levels(x, 16, q);
+    b->d = f32_to_f16(a.d);
+    b->m = f32_to_f16(a.m);
     put_nibbles(b->qs, q);
   }
 }
@@ -105,11 +109,8 @@ void quantize_row_q5_0_ref(const float* x, void* dst, int64_t n) noexcept {
   assert(n >= 0 && n % kQK == 0);
   auto* b = static_cast<BlockQ5_0*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i, ++b, x += kQK) {
-    const float d = block_extreme(x) / -16.0f;  // as Q4_0: the extreme lands on q = 0
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->d = f32_to_f16(d);
     int q[kQK];
-    for (int j = 0; j < kQK; ++j) q[j] = std::min(31, static_cast<int>(x[j] * id + 16.5f));
+    b->d = f32_to_f16(centered_levels(x, 32, q));
     put_nibbles(b->qs, q);
     put_fifth_bits(b->qh, q);
   }
@@ -119,14 +120,10 @@ void quantize_row_q5_1_ref(const float* x, void* dst, int64_t n) noexcept {
   assert(n >= 0 && n % kQK == 0);
   auto* b = static_cast<BlockQ5_1*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i, ++b, x += kQK) {
-    const MinMax r = block_min_max(x);
-    const float d = (r.max - r.min) / 31.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->d = f32_to_f16(d);
-    b->m = f32_to_f16(r.min);
     int q[kQK];
-    // No clip at 31, as in ggml: the maximum lands on 31 + 0.5 at most, truncated to 31.
-    for (int j = 0; j < kQK; ++j) q[j] = static_cast<int>((x[j] - r.min) * id + 0.5f);
+    const Affine a = affine_levels(x, 32, q);
+    b->d = f32_to_f16(a.d);
+    b->m = f32_to_f16(a.m);
     put_nibbles(b->qs, q);
     put_fifth_bits(b->qh, q);
   }

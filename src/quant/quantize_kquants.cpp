@@ -29,50 +29,60 @@ inline int round_half_even(float x) {
   return static_cast<int>(bits & 0x007fffffu) - 0x00400000;
 }
 
+// The first element of largest magnitude of a group, signed, and that magnitude.
+struct Extreme {
+  float value;
+  float magnitude;
+};
+Extreme group_extreme(int n, const float* x) {
+  Extreme e{0.0f, 0.0f};
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > e.magnitude) e = {x[i], ax};
+  }
+  return e;
+}
+
+int symmetric_level(float v, int nmax) { return std::max(-nmax, std::min(nmax - 1, round_half_even(v))); }
+
+// The levels of x * iscale in -nmax..nmax-1 with their sums weighted by x^2: sum w x l and
+// sum w l^2, accumulated in element order. Stores level + offset into L unless L is null.
+struct LevelSums {
+  float sumlx;
+  float suml2;
+};
+LevelSums symmetric_sums(int n, int nmax, const float* x, float iscale, int8_t* L, int offset) {
+  LevelSums s{0.0f, 0.0f};
+  for (int i = 0; i < n; ++i) {
+    const int l = symmetric_level(iscale * x[i], nmax);
+    if (L) L[i] = static_cast<int8_t>(l + offset);
+    const float w = x[i] * x[i];
+    s.sumlx += w * x[i] * static_cast<float>(l);
+    s.suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  return s;
+}
+
 // Scale and levels L[i] in 0..2*nmax-1 (value (L - nmax) * scale) for a symmetric group of n,
 // weights x^2: start from the scale that maps the extreme to -nmax, then try 18 nearby scales and
 // keep the least-squares one that most reduces the weighted error. Q6_K's groups.
 float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f;
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
+  const Extreme e = group_extreme(n, x);
+  if (e.magnitude < kGroupMaxEps) {
+    std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
-  const auto level = [nmax](float v) { return std::max(-nmax, std::min(nmax - 1, round_half_even(v))); };
-  float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0.0f;
-  float suml2 = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const int l = level(iscale * x[i]);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-  }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
+  LevelSums s = symmetric_sums(n, nmax, x, static_cast<float>(-nmax) / e.value, L, nmax);
+  float scale = s.suml2 != 0.0f ? s.sumlx / s.suml2 : 0.0f;
+  float best = scale * s.sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    sumlx = suml2 = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const int l = level(iscale * x[i]);
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * static_cast<float>(l);
-      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-    }
-    if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + level(iscale * x[i]));
-      scale = sumlx / suml2;
-      best = scale * sumlx;
+    const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / e.value;
+    s = symmetric_sums(n, nmax, x, iscale, nullptr, 0);
+    if (s.suml2 > 0.0f && s.sumlx * s.sumlx > best * s.suml2) {
+      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + symmetric_level(iscale * x[i], nmax));
+      scale = s.sumlx / s.suml2;
+      best = scale * s.sumlx;
     }
   }
   return scale;
@@ -81,30 +91,14 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // Q3_K's groups: levels L in 0..2*nmax-1 as fit_symmetric, weights x^2, refined by up to five
 // passes that move single elements to the level the current least-squares scale prefers.
 float fit_symmetric_refined(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f;
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
+  const Extreme e = group_extreme(n, x);
+  if (e.magnitude < kGroupMaxEps) {
+    std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
-  const auto level = [nmax](float v) { return std::max(-nmax, std::min(nmax - 1, round_half_even(v))); };
-  const float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0.0f;
-  float suml2 = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const int l = level(iscale * x[i]);
-    L[i] = static_cast<int8_t>(l);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-  }
+  const LevelSums s = symmetric_sums(n, nmax, x, static_cast<float>(-nmax) / e.value, L, 0);
+  float sumlx = s.sumlx;
+  float suml2 = s.suml2;
   for (int pass = 0; pass < 5; ++pass) {
     int changed = 0;
     for (int i = 0; i < n; ++i) {
@@ -113,7 +107,7 @@ float fit_symmetric_refined(int n, int nmax, const float* x, int8_t* L) {
       float slx = sumlx - w * x[i] * li;
       if (slx > 0.0f) {
         float sl2 = suml2 - w * li * li;
-        const int new_l = level(x[i] * sl2 / slx);
+        const int new_l = symmetric_level(x[i] * sl2 / slx, nmax);
         if (new_l != L[i]) {
           slx += w * x[i] * static_cast<float>(new_l);
           sl2 += w * static_cast<float>(new_l) * static_cast<float>(new_l);
@@ -305,15 +299,8 @@ void quantize_row_q3_k_ref(const float* x, void* dst, int64_t n) noexcept {
   for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK) {
     int8_t L[kQKK];
     float scales[16];
-    float max_scale = 0.0f;
-    float amax = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_symmetric_refined(16, 4, x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > amax) {
-        amax = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scales[j] = fit_symmetric_refined(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = group_extreme(16, scales).value;
     if (max_scale != 0.0f) {
       const float iscale = -32.0f / max_scale;
       int q[16];
@@ -376,16 +363,10 @@ void quantize_row_q6_k_ref(const float* x, void* dst, int64_t n) noexcept {
   for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK) {
     int8_t L[kQKK];
     float scales[16];
-    float max_scale = 0.0f;
-    float max_abs_scale = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
-    if (max_abs_scale < kGroupMaxEps) {
+    for (int j = 0; j < 16; ++j) scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
+    const Extreme e = group_extreme(16, scales);
+    const float max_scale = e.value;
+    if (e.magnitude < kGroupMaxEps) {
       std::memset(b, 0, sizeof *b);
       continue;
     }

@@ -8,8 +8,8 @@
 //
 // --keep leaves the tensors whose whole name matches the glob in their input type (so an F32
 // output layer stays F32); they skip the mixture rules. Input tensors must be F32, F16 or BF16
-// where a conversion is asked for (no requantization). The converted tensors are held in memory
-// until the file is written (atomically).
+// where a conversion is asked for (no requantization). Each tensor is converted as the file is
+// written (atomically), so one converted tensor is in memory at a time.
 #include <fnmatch.h>
 #include <unistd.h>
 
@@ -127,12 +127,12 @@ class Progress {
   int shown_ = 0;
 };
 
-// The rows of `t` converted to `type` on `threads` threads, each taking a contiguous run of rows
-// (rows are independent, so the bytes do not depend on the split). Fails on a non-finite weight.
-Result<std::vector<uint8_t>> convert(const TensorInfo& t, DType type, int threads) {
+// The rows of `t` converted to `type` into dst, on `threads` threads each taking a contiguous run
+// of rows (rows are independent, so the bytes do not depend on the split). Fails on a non-finite
+// weight.
+Status convert(const TensorInfo& t, DType type, int threads, std::span<uint8_t> dst) {
   const int64_t n = t.shape[0], rows = t.view.rows();
-  const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(n));
-  std::vector<uint8_t> out(row_bytes * static_cast<uint64_t>(rows));
+  const uint64_t row_bytes = dst.size() / static_cast<uint64_t>(std::max<int64_t>(rows, 1));
   const RowFromFloat from_float = cpu_type_traits(type)->from_float;
   const int n_threads = static_cast<int>(std::clamp<int64_t>(rows / 4, 1, threads));
   std::vector<char> finite(static_cast<size_t>(n_threads), 1);
@@ -143,7 +143,7 @@ Result<std::vector<uint8_t>> convert(const TensorInfo& t, DType type, int thread
       for (float v : row)
         if (!std::isfinite(v)) finite[static_cast<size_t>(k)] = 0;
       if (!finite[static_cast<size_t>(k)]) return;
-      from_float(row.data(), out.data() + static_cast<uint64_t>(r) * row_bytes, n);
+      from_float(row.data(), dst.data() + static_cast<uint64_t>(r) * row_bytes, n);
     }
   };
   std::vector<std::thread> pool;
@@ -152,7 +152,7 @@ Result<std::vector<uint8_t>> convert(const TensorInfo& t, DType type, int thread
   for (auto& th : pool) th.join();
   if (std::find(finite.begin(), finite.end(), 0) != finite.end())
     return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
-  return out;
+  return Status::ok();
 }
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -198,28 +198,27 @@ int main(int argc, char** argv) {
   writer.metadata().set("general.quantization_version", uint32_t{2});  // ggml's GGML_QNT_VERSION
   writer.metadata().set("general.file_type", static_cast<uint32_t>(o.preset.ftype));
 
+  // Each tensor is produced while the file is written: one converted tensor in memory at a time.
   Progress progress(total_in);
-  std::vector<std::vector<uint8_t>> converted;
-  converted.reserve(order.size());  // spans into its elements stay valid
   uint64_t total_out = 0, n_elements = 0;
   int n_converted = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     const TensorInfo& t = file.tensors()[order[k]];
-    std::span<const uint8_t> data(static_cast<const uint8_t*>(t.view.data), t.nbytes);
-    if (types[k] != t.dtype) {
-      auto bytes = convert(t, types[k], o.threads);
-      if (!bytes.ok()) cli::fail(kTool, o.in + ": " + bytes.status().message());
-      converted.push_back(std::move(bytes).value());
-      data = converted.back();
-      ++n_converted;
-    }
-    // ggml writes only the dimensions up to the last one above 1.
-    const int n_dims = quant::significant_dims(t.shape);
-    const Status added = writer.add_tensor(t.name, types[k], std::span(t.shape.data(), static_cast<size_t>(n_dims)), data);
-    if (!added.is_ok()) cli::fail(kTool, added.message());
-    total_out += data.size();
+    const DType type = types[k];
+    n_converted += type != t.dtype;
+    total_out += *dtype_row_bytes(type, static_cast<uint64_t>(t.shape[0])) * static_cast<uint64_t>(t.view.rows());
     n_elements += static_cast<uint64_t>(t.numel());
-    progress.advance(t.nbytes, t.name);
+    const auto fill = [&t, type, &o, &progress](std::span<uint8_t> dst) {
+      if (type == t.dtype) std::memcpy(dst.data(), t.view.data, dst.size());
+      else if (const Status st = convert(t, type, o.threads, dst); !st.is_ok())
+        return malformed_file(o.in + ": " + st.message());
+      progress.advance(t.nbytes, t.name);
+      return Status::ok();
+    };
+    // ggml writes only the dimensions up to the last one above 1.
+    const auto n_dims = static_cast<size_t>(quant::significant_dims(t.shape));
+    const Status added = writer.add_tensor(t.name, type, std::span(t.shape.data(), n_dims), fill);
+    if (!added.is_ok()) cli::fail(kTool, added.message());
   }
   if (const Status s = writer.write(o.out); !s.is_ok()) cli::fail(kTool, s.message());
 

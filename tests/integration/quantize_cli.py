@@ -5,7 +5,8 @@ directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
     type writes the same file byte for byte: metadata, tensor infos and data;
   - on models whose rows are multiples of 256 (K-quants apply), whose rows are not (96, 144:
     llama.cpp's fallbacks, down to F16 where 32 does not divide either), F16 and BF16 inputs, tied
-    embeddings and a fused-QKV architecture (phi3);
+    embeddings, a fused-QKV architecture (phi3), grouped-query attention with 4 heads per KV head
+    and gemma3;
   - --keep output.weight equals llama-quantize --leave-output-tensor, and --keep GLOB on a layer
     equals llama-quantize --tensor-type REGEX=f32 (F32 input: the tensor stays as it is);
   - the summary line on stderr; progress lines when stderr is not a terminal; bad arguments exit 2,
@@ -56,6 +57,10 @@ models = {
     "f16-tied": ["--n-embd", "256", "--n-ff", "512", "--n-layer", "2", "--tied", "--type", "f16", "--seed", "5"] + common,
     "phi3-bf16": ["--arch", "phi3", "--n-embd", "256", "--n-ff", "256", "--n-layer", "2", "--type", "bf16",
                   "--seed", "6"] + common,
+    # GQA 4 (attn_v rules of Q2_K), and a gemma3 (tied output, extra norms, Q/K norms).
+    "gqa4": ["--n-embd", "256", "--n-ff", "256", "--n-layer", "2", "--n-head", "8", "--n-head-kv", "2",
+             "--ctx", "128", "--seed", "7"],
+    "gemma3": ["--arch", "gemma3", "--n-embd", "256", "--n-ff", "512", "--n-layer", "3", "--seed", "8"] + common,
 }
 
 identical = 0

@@ -6,7 +6,7 @@ directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
   - on models whose rows are multiples of 256 (K-quants apply), whose rows are not (96, 144:
     llama.cpp's fallbacks, down to F16 where 32 does not divide either), F16 and BF16 inputs, tied
     embeddings, a fused-QKV architecture (phi3), grouped-query attention with 4 heads per KV head
-    and gemma3;
+    and gemma3; 80 layers with GQA, llama.cpp's 70B case, for the presets whose rules it changes;
   - --keep output.weight equals llama-quantize --leave-output-tensor, and --keep GLOB on a layer
     equals llama-quantize --tensor-type REGEX=f32 (F32 input: the tensor stays as it is);
   - the summary line on stderr; progress lines when stderr is not a terminal; bad arguments exit 2,
@@ -47,6 +47,7 @@ llama_quantize = os.path.join(llama_bin, "llama-quantize")
 presets = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
            "Q5_K_S", "Q5_K_M", "Q6_K", "Q3_K", "Q4_K", "Q5_K", "F16", "BF16", "F32"]
 # --pure with the plain type names: one tensor type everywhere (Q3_K, Q4_K, Q5_K name the _M presets).
+presets_70b = ["Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M"]
 pure_types = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 common = ["--n-head", "4", "--n-head-kv", "2", "--ctx", "128"]
 models = {
@@ -90,6 +91,14 @@ with tempfile.TemporaryDirectory() as tmp:
         for t in pure_types:
             same_file(f"{model}-pure-{t}", src, ["--pure"], ["--pure"], t)
 
+    # 80 layers of llama with GQA: llama.cpp's "70B" model type, whose attn_v rule differs.
+    src = os.path.join(tmp, "l80.gguf")
+    run([tool("infer-make-model"), "-o", src, "--n-embd", "256", "--n-ff", "256", "--n-layer", "80", "--seed", "9"]
+        + common)
+    for p in presets_70b:
+        same_file(f"l80-{p}", src, [], [], p)
+    os.remove(src)
+
     src = os.path.join(tmp, "k256.gguf")
     same_file("keep-output", src, ["--keep", "output.weight"], ["--leave-output-tensor"], "Q4_K_M")
     same_file("keep-layer", src, ["--keep", "blk.1.*"], ["--tensor-type", r"blk\.1\.=f32"], "Q4_K_M")
@@ -113,7 +122,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check("requantizing" in err, f"requantization not refused: {err!r}")
     check(not os.path.exists(os.path.join(tmp, "x.gguf")), "a failed run left an output file")
 
-expected = len(models) * (len(presets) + len(pure_types)) + 2
+expected = len(models) * (len(presets) + len(pure_types)) + len(presets_70b) + 2
 print(f"{identical} of {expected} outputs byte-identical to llama-quantize; {checks} checks")
 for f in failures:
     print("FAIL:", f)

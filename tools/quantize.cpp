@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < order.size(); ++k) {
     const TensorInfo& t = file.tensors()[order[k]];
     total_in += t.nbytes;
-    if (types[k] != t.dtype && dtype_traits(t.dtype)->quantized)
-      cli::fail(kTool, t.name + ": requantizing from " + std::string(dtype_name(t.dtype)) +
+    // Only float rows are converted: no requantizing, and no integer tensors.
+    if (types[k] != t.dtype && (dtype_traits(t.dtype)->quantized || !can_dequantize(t.dtype)))
+      cli::fail(kTool, o.in + ": " + t.name + ": requantizing or converting from " + std::string(dtype_name(t.dtype)) +
                            " is not supported (start from an F32, F16 or BF16 model)");
   }
 

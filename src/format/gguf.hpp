@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@ class Writer {
   Status add_tensor(std::string name, DType dtype, std::span<const int64_t> shape,
                     std::span<const uint8_t> data);
 
+  // Adds a tensor whose bytes are produced while the file is written, so that only one such
+  // tensor is held in memory at a time: write() / write_to_memory() call fill once per write, in
+  // tensor order, with a buffer of exactly the tensor's byte size; an error it returns ends the
+  // write with that status (write() then leaves no file). Checks as the other add_tensor.
+  using Fill = std::function<Status(std::span<uint8_t> dst)>;
+  Status add_tensor(std::string name, DType dtype, std::span<const int64_t> shape, Fill fill);
+
   // Writes the file atomically (to "<path>.tmp", then renamed).
   Status write(const std::string& path) const;
   // The same bytes, in memory.
@@ -58,8 +66,12 @@ class Writer {
     DType dtype;
     int n_dims;
     std::array<int64_t, kMaxDims> shape;
-    std::span<const uint8_t> data;
+    uint64_t nbytes;
+    std::span<const uint8_t> data;  // when fill is empty
+    Fill fill;
   };
+  // The checked tensor entry, without its data.
+  Result<PendingTensor> check_tensor(std::string name, DType dtype, std::span<const int64_t> shape) const;
   template <class Sink>
   Status emit(Sink& sink) const;
   Result<uint64_t> alignment() const;

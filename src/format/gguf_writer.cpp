@@ -108,8 +108,7 @@ void put_value(Sink& s, const Value& v) {
 
 }  // namespace
 
-Status Writer::add_tensor(std::string name, DType dtype, std::span<const int64_t> shape,
-                          std::span<const uint8_t> data) {
+Result<Writer::PendingTensor> Writer::check_tensor(std::string name, DType dtype, std::span<const int64_t> shape) const {
   if (name.empty()) return invalid_argument("tensor name is empty");
   if (name.size() > kMaxTensorNameLength)
     return invalid_argument("tensor '" + name + "': name longer than " + std::to_string(kMaxTensorNameLength) + " bytes");
@@ -119,7 +118,7 @@ Status Writer::add_tensor(std::string name, DType dtype, std::span<const int64_t
   if (!traits) return invalid_argument("tensor '" + name + "': unknown type");
   if (shape.empty() || shape.size() > static_cast<size_t>(kMaxDims))
     return invalid_argument("tensor '" + name + "': needs 1 to 4 dimensions");
-  PendingTensor t{std::move(name), dtype, static_cast<int>(shape.size()), {1, 1, 1, 1}, data};
+  PendingTensor t{std::move(name), dtype, static_cast<int>(shape.size()), {1, 1, 1, 1}, 0, {}, {}};
   uint64_t numel = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0) return invalid_argument("tensor '" + t.name + "': negative dimension");
@@ -133,9 +132,26 @@ Status Writer::add_tensor(std::string name, DType dtype, std::span<const int64_t
                             " is not a multiple of " + traits->name + "'s block size " +
                             std::to_string(traits->block_size));
   auto nbytes = checked_mul(numel / traits->block_size, traits->block_bytes);
-  if (!nbytes || *nbytes != data.size())
+  if (!nbytes) return invalid_argument("tensor '" + t.name + "': byte size overflows");
+  t.nbytes = *nbytes;
+  return t;
+}
+
+Status Writer::add_tensor(std::string name, DType dtype, std::span<const int64_t> shape,
+                          std::span<const uint8_t> data) {
+  INFER_ASSIGN_OR_RETURN(PendingTensor t, check_tensor(std::move(name), dtype, shape));
+  if (t.nbytes != data.size())
     return invalid_argument("tensor '" + t.name + "': " + std::to_string(data.size()) + " bytes of data, expected " +
-                            (nbytes ? std::to_string(*nbytes) : std::string("an overflowing size")));
+                            std::to_string(t.nbytes));
+  t.data = data;
+  tensors_.push_back(std::move(t));
+  return Status::ok();
+}
+
+Status Writer::add_tensor(std::string name, DType dtype, std::span<const int64_t> shape, Fill fill) {
+  if (!fill) return invalid_argument("tensor '" + name + "': no fill function");
+  INFER_ASSIGN_OR_RETURN(PendingTensor t, check_tensor(std::move(name), dtype, shape));
+  t.fill = std::move(fill);
   tensors_.push_back(std::move(t));
   return Status::ok();
 }
@@ -171,13 +187,20 @@ Status Writer::emit(Sink& sink) const {
     for (int d = 0; d < t.n_dims; ++d) put<Sink, uint64_t>(sink, static_cast<uint64_t>(t.shape[d]));
     put<Sink, uint32_t>(sink, static_cast<uint32_t>(t.dtype));
     put<Sink, uint64_t>(sink, offset);
-    auto next = checked_align_up(offset + t.data.size(), align);
+    auto next = checked_align_up(offset + t.nbytes, align);
     if (!next) return invalid_argument("tensor data too large");
     offset = *next;
   }
   pad_to(sink, align);
+  std::vector<uint8_t> filled;  // one produced tensor at a time, reused
   for (const auto& t : tensors_) {
-    sink.put(t.data.data(), t.data.size());
+    if (t.fill) {
+      filled.resize(static_cast<size_t>(t.nbytes));
+      INFER_RETURN_IF_ERROR(t.fill(filled));
+      sink.put(filled.data(), filled.size());
+    } else {
+      sink.put(t.data.data(), t.data.size());
+    }
     pad_to(sink, align);
   }
   return Status::ok();

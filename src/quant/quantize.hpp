@@ -1,8 +1,13 @@
-// F32 rows to Q8_0 / Q4_0 with ggml's reference (round-to-nearest, no importance weights)
-// quantizers: what llama-quantize writes for these types without an imatrix, byte for byte.
-// Used for load-time quantization of F16/BF16/F32 weights.
+// F32 rows to the GGUF weight types with ggml's reference quantizers (no importance weights):
+// what llama-quantize writes for these types without an imatrix, byte for byte. Used by load-time
+// quantization and by infer-quantize.
 //
-// Preconditions, asserted: n >= 0 a multiple of 32; x finite; dst holds n / 32 blocks.
+// Byte identity needs ggml's float arithmetic operation for operation: the same order, no fused
+// multiply-add (llama.cpp compiles ggml-quants.c for baseline x86-64, and we build with
+// -ffp-contract=off), ties to even where ggml rounds with its float trick.
+//
+// Preconditions, asserted: n >= 0 a multiple of the type's block size (32, or 256 for the
+// K-quants); x finite; dst holds n / block_size blocks.
 #pragma once
 
 #include <cstdint>
@@ -17,5 +22,25 @@ void quantize_row_q8_0_ref(const float* x, void* dst, int64_t n) noexcept;
 // tie), q = min(15, trunc(x / d + 8.5)), so m itself maps to q = 0 and the opposite extreme clips
 // at q = 15 (error up to |d|); elsewhere the error is at most 0.5 |d| plus the F16 rounding of d.
 void quantize_row_q4_0_ref(const float* x, void* dst, int64_t n) noexcept;
+
+// Per block of 32: m = min x, d = (max - min) / 15, q = min(15, trunc((x - m) / d + 0.5)).
+void quantize_row_q4_1_ref(const float* x, void* dst, int64_t n) noexcept;
+
+// As Q4_0 with 5 bits: d = -m / 16, q = min(31, trunc(x / d + 16.5)).
+void quantize_row_q5_0_ref(const float* x, void* dst, int64_t n) noexcept;
+
+// As Q4_1 with 5 bits: d = (max - min) / 31, q = trunc((x - m) / d + 0.5).
+void quantize_row_q5_1_ref(const float* x, void* dst, int64_t n) noexcept;
+
+// K-quants (quantize_kquants.cpp): per sub-block a scale (and a min) fitted by a small search
+// that minimizes a weighted squared (Q2_K: absolute) error, the sub-block scales quantized to 4
+// or 6 bits against F16 super-block factors, then every element re-rounded against the stored
+// scales. The round trip error of an element is at most about half its sub-block's stored step,
+// plus clipping where a fitted scale is smaller than the range needs.
+void quantize_row_q2_k_ref(const float* x, void* dst, int64_t n) noexcept;
+void quantize_row_q3_k_ref(const float* x, void* dst, int64_t n) noexcept;
+void quantize_row_q4_k_ref(const float* x, void* dst, int64_t n) noexcept;
+void quantize_row_q5_k_ref(const float* x, void* dst, int64_t n) noexcept;
+void quantize_row_q6_k_ref(const float* x, void* dst, int64_t n) noexcept;
 
 }  // namespace infer

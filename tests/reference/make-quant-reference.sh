@@ -10,8 +10,8 @@
 #   <stem>.bin          the first N_ROWS rows of TENSOR as llama-quantize stored them
 #   <stem>.f32          gguf-py's dequantization of those rows (float32, little-endian)
 #   source.f32          the same rows of the F32 model that was quantized (llama-quantize's
-#                       Q8_0 and Q4_0 come from ggml's reference quantizers without an imatrix,
-#                       so quantizing these floats must give q8_0.bin / q4_0.bin byte for byte)
+#                       rows come from ggml's reference quantizers without an imatrix, so
+#                       quantizing these floats must give every <stem>.bin byte for byte)
 #   preset-types.txt    per llama-quantize preset and model shape, the tensor types it wrote
 #
 # llama.cpp comes from scripts/build-llama-cpp (the llama-cpp-python sdist, cached outside the

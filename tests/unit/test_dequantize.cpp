@@ -148,21 +148,25 @@ TEST_CASE("every tensor type llama-quantize's usual presets write can be dequant
   }
 }
 
-TEST_CASE("Q8_0 and Q4_0 reference quantizers write llama-quantize's bytes exactly", "[quant][reference]") {
+TEST_CASE("every from_float writes llama-quantize's bytes exactly", "[quant][reference]") {
+  // manifest.txt lists the rows llama-quantize --pure wrote from source.f32 for each type.
   const auto source = read_floats("source.f32");
   const auto n = static_cast<int64_t>(source.size());
-  const struct {
-    const char* file;
-    DType type;
-    void (*quantize)(const float*, void*, int64_t) noexcept;
-  } cases[] = {{"q8_0.bin", DType::q8_0, quantize_row_q8_0_ref}, {"q4_0.bin", DType::q4_0, quantize_row_q4_0_ref}};
-  for (const auto& c : cases) {
-    INFO(c.file);
-    const auto expect = read_file(c.file);
-    std::vector<uint8_t> got(*dtype_row_bytes(c.type, static_cast<uint64_t>(n)));
-    c.quantize(source.data(), got.data(), n);
+  int checked = 0;
+  for (const auto& line : data_lines("manifest.txt")) {
+    std::istringstream in(line);
+    std::string type_name, stem;
+    in >> type_name >> stem;
+    const auto t = dtype_from_name(type_name);
+    REQUIRE(t.has_value());
+    INFO(type_name);
+    const auto expect = read_file(stem + ".bin");
+    std::vector<uint8_t> got(*dtype_row_bytes(*t, static_cast<uint64_t>(n)));
+    cpu_type_traits(*t)->from_float(source.data(), got.data(), n);
     REQUIRE(got == expect);
+    ++checked;
   }
+  REQUIRE(checked == 12);  // the 10 quantized types, F16 and BF16
 }
 
 namespace {
@@ -234,10 +238,11 @@ TEST_CASE("Q4_0 round trip error is at most half a step, one step where the top 
 }
 
 TEST_CASE("an all-zero block quantizes to zeros and back", "[quant]") {
-  const std::vector<float> zeros(64, 0.0f);
-  for (DType t : {DType::q8_0, DType::q4_0}) {
-    std::vector<uint8_t> q(*dtype_row_bytes(t, 64));
-    (t == DType::q8_0 ? quantize_row_q8_0_ref : quantize_row_q4_0_ref)(zeros.data(), q.data(), 64);
-    for (float v : dequantize_ref(t, q, 64)) REQUIRE(v == 0.0f);
+  const std::vector<float> zeros(512, 0.0f);
+  for (DType t : computable_types()) {
+    INFO(dtype_name(t));
+    std::vector<uint8_t> q(*dtype_row_bytes(t, 512));
+    cpu_type_traits(t)->from_float(zeros.data(), q.data(), 512);
+    for (float v : dequantize_ref(t, q, 512)) REQUIRE(v == 0.0f);
   }
 }

@@ -73,14 +73,28 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
         const float v = x[static_cast<size_t>(i)], got = y[static_cast<size_t>(i)];
         // Bounds from each format: F16 keeps 11 significant bits, BF16 8; Q8_0's step is amax/127
         // (half a step off at most, plus its F16 scale's rounding), Q4_0's is amax/8 with the
-        // opposite extreme clipped by up to one step.
+        // opposite extreme clipped by up to one step, Q5_0's amax/16 likewise. Q4_1 / Q5_1 step
+        // over the block's range (at most 2 amax) in 15 / 31 steps: half a step, plus the F16
+        // roundings of the step and the min. The K-quants fit each sub-block's grid by search, so
+        // an element may sit up to half a step outside the fitted range as well as half a step
+        // off inside it: one step of a grid of nmax steps over [-amax, amax] (amax of the 256).
+        const double ulp_scale = amax * std::ldexp(1.0, -9);
+        const auto kquant = [&](int nmax) { return 2.0 * amax / nmax; };
         double bound = 0.0;
         switch (e.type) {
           case DType::f32: bound = 0.0; break;
           case DType::f16: bound = std::ldexp(std::fabs(v), -11); break;
           case DType::bf16: bound = std::ldexp(std::fabs(v), -8); break;
           case DType::q8_0: bound = amax / 254.0 + amax * std::ldexp(1.0, -10); break;
-          case DType::q4_0: bound = amax / 8.0 + amax * std::ldexp(1.0, -9); break;
+          case DType::q4_0: bound = amax / 8.0 + ulp_scale; break;
+          case DType::q5_0: bound = amax / 16.0 + ulp_scale; break;
+          case DType::q4_1: bound = amax / 15.0 + 2 * ulp_scale; break;
+          case DType::q5_1: bound = amax / 31.0 + 2 * ulp_scale; break;
+          case DType::q2_k: bound = kquant(3); break;
+          case DType::q3_k: bound = kquant(4); break;
+          case DType::q4_k: bound = kquant(15); break;
+          case DType::q5_k: bound = kquant(31); break;
+          case DType::q6_k: bound = kquant(32); break;
           default: FAIL("a type with from_float this test has no bound for");
         }
         INFO("element " << i << " x " << v << " got " << got);
@@ -89,7 +103,7 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     }
     ++checked;
   }
-  REQUIRE(checked == 5);  // F32, F16, BF16, Q8_0, Q4_0
+  REQUIRE(checked == 13);  // every computable type
 }
 
 TEST_CASE("WeightType and DType map one to one, and unknown values are an error", "[dtype]") {

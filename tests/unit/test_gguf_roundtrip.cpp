@@ -148,6 +148,45 @@ TEST_CASE("write() creates the file atomically and the reader reads it back", "[
   CHECK(again.code() == StatusCode::io_error);
 }
 
+TEST_CASE("a tensor filled while writing gives the file its bytes give; a fill error writes no file", "[gguf]") {
+  test::TempDir dir;
+  std::vector<uint8_t> a(34 * 2), b(16);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(200 - i);
+  const std::vector<int64_t> shape_a = {32, 2}, shape_b = {4};
+  gguf::Writer given, filled;
+  given.metadata().set("general.name", "fill");
+  filled.metadata() = given.metadata();
+  REQUIRE(given.add_tensor("a", DType::q8_0, shape_a, a).is_ok());
+  REQUIRE(given.add_tensor("b", DType::f32, shape_b, b).is_ok());
+  std::vector<std::string> calls;
+  const auto fill_from = [&calls](const char* name, const std::vector<uint8_t>& src) {
+    return [&calls, name, &src](std::span<uint8_t> dst) {
+      calls.emplace_back(name);
+      REQUIRE(dst.size() == src.size());
+      std::copy(src.begin(), src.end(), dst.begin());
+      return Status::ok();
+    };
+  };
+  REQUIRE(filled.add_tensor("a", DType::q8_0, shape_a, fill_from("a", a)).is_ok());
+  REQUIRE(filled.add_tensor("b", DType::f32, shape_b, fill_from("b", b)).is_ok());
+  REQUIRE(filled.write_to_memory().value() == given.write_to_memory().value());
+  REQUIRE(calls == std::vector<std::string>{"a", "b"});  // once per write, in order
+
+  gguf::Writer failing;
+  REQUIRE(failing.add_tensor("a", DType::f32, shape_b, [](std::span<uint8_t>) {
+    return invalid_argument("no data for a");
+  }).is_ok());
+  const Status s = failing.write(dir.file("f.gguf"));
+  CHECK(s.code() == StatusCode::invalid_argument);
+  CHECK(s.message() == "no data for a");
+  CHECK_FALSE(std::filesystem::exists(dir.file("f.gguf")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("f.gguf.tmp")));
+  // The size and shape checks are those of the other add_tensor.
+  CHECK(failing.add_tensor("c", DType::q8_0, shape_b, fill_from("c", b)).code() == StatusCode::invalid_argument);
+  CHECK(failing.add_tensor("d", DType::f32, shape_b, gguf::Writer::Fill{}).code() == StatusCode::invalid_argument);
+}
+
 TEST_CASE("the writer refuses what a reader would reject", "[gguf]") {
   gguf::Writer w;
   std::vector<uint8_t> q(34);

@@ -9,11 +9,11 @@
 //  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2, avx512
 //  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512
 //  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
-//  Q5_0        ref, avx2   -                  -                       Q8_0          ref, avx2 avx512
-//  Q4_1        ref, avx2   -                  -                       Q8_1          ref, avx2 avx512
-//  Q5_1        ref, avx2   -                  -                       Q8_1          ref, avx2 -
-//  Q4_K, Q6_K  ref, avx2   -                  -                       Q8_K          ref, avx2 avx512*
-//  Q2_K, Q3_K  ref, avx2   -                  -                       Q8_K          ref, avx2 -
+//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512
+//  Q4_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx512
+//  Q5_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 -
+//  Q4_K, Q6_K  ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 avx512*
+//  Q2_K, Q3_K  ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 -
 //  Q5_K
 //  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
 //

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""infer-quantize against llama-quantize (llama.cpp from scripts/build-llama-cpp, or the bin/
+directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
+  - every preset (Q4_0 ... Q6_K, the K-quant mixtures, F16, BF16, F32) and, with --pure, every
+    type writes the same file byte for byte: metadata, tensor infos and data;
+  - on models whose rows are multiples of 256 (K-quants apply), whose rows are not (96, 144:
+    llama.cpp's fallbacks, down to F16 where 32 does not divide either), F16 and BF16 inputs, tied
+    embeddings, a fused-QKV architecture (phi3), grouped-query attention with 4 heads per KV head
+    and gemma3; 80 layers with GQA, llama.cpp's 70B case, for the presets whose rules it changes;
+  - --keep output.weight equals llama-quantize --leave-output-tensor, and --keep GLOB on a layer
+    equals llama-quantize --tensor-type REGEX=f32 (F32 input: the tensor stays as it is);
+  - the summary line on stderr; progress lines when stderr is not a terminal; bad arguments exit 2,
+    unreadable input exits 1, both with one line on stderr.
+
+usage: quantize_cli.py BIN_DIR REPO_ROOT
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+bin_dir, root = sys.argv[1:3]
+tool = lambda name: os.path.join(bin_dir, name)
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+
+
+def run(args, expect_rc=0):
+    p = subprocess.run(args, capture_output=True, timeout=600)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == expect_rc, f"{' '.join(args)}: exit {p.returncode}, expected {expect_rc}: {err[-400:]}")
+    return err
+
+
+llama_bin = os.environ.get("LLAMA_CPP_BIN") or subprocess.run(
+    [os.path.join(root, "scripts/build-llama-cpp")], capture_output=True, text=True, check=True).stdout.split()[-1]
+llama_quantize = os.path.join(llama_bin, "llama-quantize")
+
+presets = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
+           "Q5_K_S", "Q5_K_M", "Q6_K", "Q3_K", "Q4_K", "Q5_K", "F16", "BF16", "F32"]
+# --pure with the plain type names: one tensor type everywhere (Q3_K, Q4_K, Q5_K name the _M presets).
+presets_70b = ["Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M"]
+pure_types = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+common = ["--n-head", "4", "--n-head-kv", "2", "--ctx", "128"]
+models = {
+    # 8 layers: the layer rules (first / last eighth, every third) pick different layers.
+    "k256": ["--n-embd", "256", "--n-ff", "512", "--n-layer", "8", "--seed", "3"] + common,
+    # rows of 96 and 144: K-quants fall back; 144 is not a multiple of 32 either (ffn_down: F16).
+    "odd": ["--n-embd", "96", "--n-ff", "144", "--n-layer", "3", "--seed", "4"] + common,
+    "f16-tied": ["--n-embd", "256", "--n-ff", "512", "--n-layer", "2", "--tied", "--type", "f16", "--seed", "5"] + common,
+    "phi3-bf16": ["--arch", "phi3", "--n-embd", "256", "--n-ff", "256", "--n-layer", "2", "--type", "bf16",
+                  "--seed", "6"] + common,
+    # GQA 4 (attn_v rules of Q2_K), and a gemma3 (tied output, extra norms, Q/K norms).
+    "gqa4": ["--n-embd", "256", "--n-ff", "256", "--n-layer", "2", "--n-head", "8", "--n-head-kv", "2",
+             "--ctx", "128", "--seed", "7"],
+    "gemma3": ["--arch", "gemma3", "--n-embd", "256", "--n-ff", "512", "--n-layer", "3", "--seed", "8"] + common,
+}
+
+identical = 0
+with tempfile.TemporaryDirectory() as tmp:
+
+    def same_file(name, src, extra_ours, extra_theirs, qtype):
+        """Both tools on src; true when the outputs are byte-identical (a failure names the first difference)."""
+        global identical
+        ours, theirs = os.path.join(tmp, f"{name}.ours.gguf"), os.path.join(tmp, f"{name}.llama.gguf")
+        run([tool("infer-quantize"), src, ours, qtype, "-t", "2"] + extra_ours)
+        p = subprocess.run([llama_quantize] + extra_theirs + [src, theirs, qtype, "2"], capture_output=True, timeout=600)
+        check(p.returncode == 0, f"llama-quantize {name}: exit {p.returncode}: {p.stderr.decode()[-400:]}")
+        if p.returncode != 0 or not os.path.exists(ours):
+            return
+        a, b = open(ours, "rb").read(), open(theirs, "rb").read()
+        first = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+        check(a == b, f"{name}: {len(a)} bytes against llama-quantize's {len(b)}, first difference at byte {first}")
+        identical += a == b
+        os.remove(ours)
+        os.remove(theirs)
+
+    for model, args in models.items():
+        src = os.path.join(tmp, f"{model}.gguf")
+        run([tool("infer-make-model"), "-o", src] + args)
+        for p in presets:
+            same_file(f"{model}-{p}", src, [], [], p)
+        for t in pure_types:
+            same_file(f"{model}-pure-{t}", src, ["--pure"], ["--pure"], t)
+
+    # 80 layers of llama with GQA: llama.cpp's "70B" model type, whose attn_v rule differs.
+    src = os.path.join(tmp, "l80.gguf")
+    run([tool("infer-make-model"), "-o", src, "--n-embd", "256", "--n-ff", "256", "--n-layer", "80", "--seed", "9"]
+        + common)
+    for p in presets_70b:
+        same_file(f"l80-{p}", src, [], [], p)
+    os.remove(src)
+
+    src = os.path.join(tmp, "k256.gguf")
+    same_file("keep-output", src, ["--keep", "output.weight"], ["--leave-output-tensor"], "Q4_K_M")
+    same_file("keep-layer", src, ["--keep", "blk.1.*"], ["--tensor-type", r"blk\.1\.=f32"], "Q4_K_M")
+
+    # The summary line, progress lines (stderr is a pipe here), exit codes.
+    err = run([tool("infer-quantize"), src, os.path.join(tmp, "s.gguf"), "q4_k_m"])
+    check(re.search(r"infer-quantize: .* \(Q4_K_M\): \d+ tensors, \d+ converted \| [0-9.]+ MiB -> [0-9.]+ MiB, "
+                    r"32\.00 -> [0-9.]+ bits per weight \| [0-9.]+ s", err) is not None, f"summary line: {err!r}")
+    check("infer-quantize: 50% of the tensor data" in err, f"no progress lines: {err!r}")
+    for bad in (["Q9_9"], ["IQ2_XXS"], []):
+        err = run([tool("infer-quantize"), src, os.path.join(tmp, "x.gguf")] + bad, expect_rc=2)
+        check(err.startswith("infer-quantize: "), f"usage error message: {err!r}")
+    err = run([tool("infer-quantize"), src, os.path.join(tmp, "x.gguf"), "Q4_0", "-t", "0"], expect_rc=2)
+    err = run([tool("infer-quantize"), os.path.join(tmp, "missing.gguf"), os.path.join(tmp, "x.gguf"), "Q4_0"],
+              expect_rc=1)
+    check(len(err.strip().splitlines()) == 1, f"one error line expected: {err!r}")
+    # A quantized input is not requantized.
+    q = os.path.join(tmp, "q.gguf")
+    run([tool("infer-make-model"), "-o", q, "--type", "q8_0"] + models["k256"])
+    err = run([tool("infer-quantize"), q, os.path.join(tmp, "x.gguf"), "Q4_0"], expect_rc=1)
+    check("requantizing" in err, f"requantization not refused: {err!r}")
+    check(not os.path.exists(os.path.join(tmp, "x.gguf")), "a failed run left an output file")
+
+expected = len(models) * (len(presets) + len(pure_types)) + len(presets_70b) + 2
+print(f"{identical} of {expected} outputs byte-identical to llama-quantize; {checks} checks")
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)

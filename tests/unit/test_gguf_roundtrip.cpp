@@ -148,7 +148,7 @@ TEST_CASE("write() creates the file atomically and the reader reads it back", "[
   CHECK(again.code() == StatusCode::io_error);
 }
 
-TEST_CASE("a tensor filled while writing gives the file its bytes give; a fill error writes no file", "[gguf]") {
+TEST_CASE("a tensor filled while writing gives the file its bytes give, and a fill error writes no file", "[gguf]") {
   test::TempDir dir;
   std::vector<uint8_t> a(34 * 2), b(16);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 1);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <unordered_map>
+#include <utility>
 
 #include "tokenizer/jinja/builtins.hpp"
 #include "tokenizer/jinja/interpreter.hpp"
@@ -353,6 +354,7 @@ Value f_round(Interpreter&, const Value& v, Args& a) {
   const int64_t precision = std::clamp<int64_t>(b.given(0) ? int_arg(b[0], "round precision") : 0, -300, 300);
   const std::string method = text_of(b.get(1, Value("common")));
   if (!v.is_number()) runtime_error(std::string("round: a number is required, not ") + v.type_name());
+  if (method == "common" && !v.is_float() && precision >= 0) return Value(v.to_int());  // round(int) is an int
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.to_double() * scale;
   double r;
@@ -407,9 +409,32 @@ Value f_wordcount(Interpreter&, const Value& v, Args& a) {
   return Value(words);
 }
 
+Value f_batch(Interpreter& in, const Value& v, Args& a) {
+  BoundArgs b("batch", a, {"linecount", "fill_with"});
+  const int64_t n = int_arg(b[0], "batch linecount");
+  if (n <= 0) runtime_error("batch: linecount must be positive");
+  std::vector<Value> batches, current;
+  for (const Value& item : in.iterate(v)) {
+    current.push_back(item);
+    if (static_cast<int64_t>(current.size()) == n) batches.push_back(Value::list(std::exchange(current, {})));
+  }
+  if (!current.empty()) {
+    if (b.given(1) && !b[1].is_none())
+      while (static_cast<int64_t>(current.size()) < n) current.push_back(b[1]);
+    batches.push_back(Value::list(std::move(current)));
+  }
+  return Value::generator(std::move(batches));
+}
+
 Value f_attr(Interpreter& in, const Value& v, Args& a) {
   BoundArgs b("attr", a, {"name"});
-  return in.get_attr(v, text_of(b[0]));
+  // getattr() alone: a dict's keys are not attributes here.
+  const std::string name = text_of(b[0]);
+  if (v.is_dict()) {
+    if (auto m = bound_method(v, name)) return *m;
+    return Value::undefined("'dict object' has no attribute '" + name + "'");
+  }
+  return in.get_attr(v, name);
 }
 
 // select / reject: the items for which the test (or truthiness) holds, or does not.
@@ -478,7 +503,7 @@ Value f_map(Interpreter& in, const Value& v, Args& a) {
 
 const std::unordered_map<std::string_view, FilterFn>& filters() {
   static const std::unordered_map<std::string_view, FilterFn> table = {
-      {"abs", f_abs},           {"attr", f_attr},         {"capitalize", f_capitalize}, {"count", f_length},
+      {"abs", f_abs},           {"attr", f_attr},         {"batch", f_batch},         {"capitalize", f_capitalize}, {"count", f_length},
       {"d", f_default},         {"default", f_default},   {"dictsort", f_dictsort},     {"e", f_escape},
       {"escape", f_escape},     {"first", f_first},       {"float", f_float},           {"format", f_format},
       {"indent", f_indent},     {"int", f_int},           {"items", f_items},           {"join", f_join},
@@ -562,7 +587,7 @@ const std::unordered_map<std::string_view, TestFn>& tests() {
 
 Support filter_support(std::string_view name) {
   if (filters().count(name)) return Support::implemented;
-  static constexpr std::string_view kJinjaOnly[] = {"batch", "center", "filesizeformat", "forceescape", "groupby", "pprint",
+  static constexpr std::string_view kJinjaOnly[] = {"center", "filesizeformat", "forceescape", "groupby", "pprint",
                                                     "random", "slice", "striptags", "truncate", "urlencode", "urlize",
                                                     "wordwrap", "xmlattr"};
   for (std::string_view n : kJinjaOnly)

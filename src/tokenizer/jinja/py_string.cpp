@@ -125,7 +125,8 @@ std::string map_case(std::string_view s, uint32_t (*f)(uint32_t)) {
   out.reserve(s.size());
   for_each_char(s, [&](size_t i, size_t n, uint32_t c) {
     const uint32_t m = f(c);
-    if (m == c || (n == 1 && c >= 0x80)) out.append(s.substr(i, n));
+    if (c == 0xdf && n == 2 && f == upper_of) out += "SS";  // Python's 'ß'.upper()
+    else if (m == c || (n == 1 && c >= 0x80)) out.append(s.substr(i, n));
     else append_utf8(out, m);
   });
   return out;
@@ -212,12 +213,11 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
   const size_t k = static_cast<size_t>(maxsplit);
   if (!from_right) {
     for (size_t i = 0; i < k; ++i) parts.emplace_back(s.substr(words[i].begin, words[i].end - words[i].begin));
-    // The rest, from the next word, with its trailing whitespace stripped.
-    parts.push_back(py_strip(s.substr(words[k].begin), std::nullopt, false, true));
+    parts.emplace_back(s.substr(words[k].begin));  // the rest, from the next word on
     return parts;
   }
   const size_t first = words.size() - k;
-  parts.push_back(py_strip(s.substr(0, words[first - 1].end), std::nullopt, true, false));
+  parts.emplace_back(s.substr(0, words[first - 1].end));
   for (size_t i = first; i < words.size(); ++i) parts.emplace_back(s.substr(words[i].begin, words[i].end - words[i].begin));
   return parts;
 }

@@ -20,13 +20,6 @@ namespace {
 constexpr const char* kTool = "infer-render-template";
 constexpr const char* kUsage = "usage: infer-render-template TEMPLATE VARIABLES.json [--now \"YYYY-MM-DD HH:MM:SS\"]\n";
 
-// One line: newlines of a message shown as "\n".
-std::string one_line(const std::string& s) {
-  std::string out;
-  for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,9 +60,9 @@ int main(int argc, char** argv) {
   }
   if (!variables.is_dict()) cli::fail(kTool, paths[1] + ": not a JSON object");
   auto tmpl = jinja::Template::parse(text);
-  if (!tmpl.ok()) cli::fail(kTool, one_line(tmpl.status().to_string()));
+  if (!tmpl.ok()) cli::fail(kTool, cli::one_line(tmpl.status().to_string()));
   auto out = tmpl->render(variables.as_dict(), options);
-  if (!out.ok()) cli::fail(kTool, one_line(out.status().to_string()));
+  if (!out.ok()) cli::fail(kTool, cli::one_line(out.status().to_string()));
   std::fwrite(out->data(), 1, out->size(), stdout);
   return 0;
 }

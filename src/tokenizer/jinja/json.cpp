@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "format/metadata.hpp"
 #include "tokenizer/jinja/py_string.hpp"
 
 namespace infer::jinja {
@@ -225,57 +226,18 @@ class Parser {
     }
   }
 
-  uint32_t hex4() {
-    if (pos_ + 4 > s_.size()) fail("short \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else fail("bad \\u escape");
-    }
-    return v;
-  }
-
+  // A string literal: its end found here, its escapes decoded by format/'s json_unquote.
   std::string string() {
+    const size_t start = pos_++;
+    while (pos_ < s_.size() && s_[pos_] != '"') pos_ += s_[pos_] == '\\' ? 2 : 1;
+    if (pos_ >= s_.size()) fail("unterminated string");
     ++pos_;
-    std::string out;
-    for (;;) {
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xd800 && cp <= 0xdbff && s_.substr(pos_, 2) == "\\u") {
-            const size_t save = pos_;
-            pos_ += 2;
-            const uint32_t low = hex4();
-            if (low >= 0xdc00 && low <= 0xdfff) cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-            else pos_ = save;
-          }
-          if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;  // a lone surrogate has no UTF-8 form
-          append_utf8(out, cp);
-          break;
-        }
-        default: fail(std::string("bad escape \\") + e);
-      }
+    auto text = json_unquote(s_.substr(start, pos_ - start));
+    if (!text.ok()) {
+      pos_ = start;
+      fail(text.status().message());
     }
+    return std::move(text).value();
   }
 
   Value number() {

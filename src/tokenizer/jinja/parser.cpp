@@ -636,6 +636,8 @@ class Parser {
     if (args.size() == 1) {
       items.push_back(std::move(args[0]));
     } else {
+      for (const ExprPtr& a : args)
+        if (a->kind == EK::slice) unsupported("slices in a tuple of indexes (x[a:b, c]) are not supported", a->line);
       ExprPtr tuple = node(EK::list, line, std::move(args));
       tuple->flag = true;
       items.push_back(std::move(tuple));

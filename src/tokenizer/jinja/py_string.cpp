@@ -1,6 +1,7 @@
 #include "tokenizer/jinja/py_string.hpp"
 
 #include "tokenizer/jinja/value.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace infer::jinja {
 
@@ -31,23 +32,7 @@ uint32_t decode_utf8_char(std::string_view c) {
   return cp;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
+void append_utf8(std::string& out, uint32_t cp) { utf8::append(out, cp); }
 
 std::vector<size_t> char_offsets(std::string_view s) {
   std::vector<size_t> at;

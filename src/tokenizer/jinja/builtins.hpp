@@ -48,6 +48,8 @@ class BoundArgs {
 
 // The value's text for string filters and methods: str(value) (undefined: "").
 std::string text_of(const Value& v);
+// A filter or method that takes no argument and maps a text to a text (upper, lower, ...).
+Value map_text(std::string_view function, Args& args, std::string (*f)(std::string_view), std::string_view text);
 // An int argument (a bool counts), else a TypeError naming what it is for.
 int64_t int_arg(const Value& v, std::string_view what);
 

@@ -38,6 +38,11 @@ const Value& BoundArgs::operator[](size_t i) const {
 
 std::string text_of(const Value& v) { return v.str(); }
 
+Value map_text(std::string_view function, Args& args, std::string (*f)(std::string_view), std::string_view text) {
+  BoundArgs b(function, args, {});
+  return Value(f(text));
+}
+
 int64_t int_arg(const Value& v, std::string_view what) {
   if (v.is_int() || v.is_bool()) return v.to_int();
   runtime_error(std::string(what) + ": an integer is required, not " + v.type_name());
@@ -102,25 +107,10 @@ Value f_trim(Interpreter&, const Value& v, Args& a) {
   return Value(py_strip(text_of(v), chars, true, true));
 }
 
-Value f_upper(Interpreter&, const Value& v, Args& a) {
-  BoundArgs b("upper", a, {});
-  return Value(py_upper(text_of(v)));
-}
-
-Value f_lower(Interpreter&, const Value& v, Args& a) {
-  BoundArgs b("lower", a, {});
-  return Value(py_lower(text_of(v)));
-}
-
-Value f_capitalize(Interpreter&, const Value& v, Args& a) {
-  BoundArgs b("capitalize", a, {});
-  return Value(py_capitalize(text_of(v)));
-}
-
-Value f_title(Interpreter&, const Value& v, Args& a) {
-  BoundArgs b("title", a, {});
-  return Value(jinja_title(text_of(v)));
-}
+Value f_upper(Interpreter&, const Value& v, Args& a) { return map_text("upper", a, py_upper, text_of(v)); }
+Value f_lower(Interpreter&, const Value& v, Args& a) { return map_text("lower", a, py_lower, text_of(v)); }
+Value f_capitalize(Interpreter&, const Value& v, Args& a) { return map_text("capitalize", a, py_capitalize, text_of(v)); }
+Value f_title(Interpreter&, const Value& v, Args& a) { return map_text("title", a, jinja_title, text_of(v)); }
 
 Value f_string(Interpreter&, const Value& v, Args& a) {
   BoundArgs b("string", a, {});

@@ -84,22 +84,10 @@ Value m_replace(Interpreter& in, const Value& self, Args& a) {
   return Value(std::move(out));
 }
 
-Value m_upper(Interpreter&, const Value& self, Args& a) {
-  BoundArgs b("upper", a, {});
-  return Value(py_upper(self_text(self)));
-}
-Value m_lower(Interpreter&, const Value& self, Args& a) {
-  BoundArgs b("lower", a, {});
-  return Value(py_lower(self_text(self)));
-}
-Value m_title(Interpreter&, const Value& self, Args& a) {
-  BoundArgs b("title", a, {});
-  return Value(py_title(self_text(self)));
-}
-Value m_capitalize(Interpreter&, const Value& self, Args& a) {
-  BoundArgs b("capitalize", a, {});
-  return Value(py_capitalize(self_text(self)));
-}
+Value m_upper(Interpreter&, const Value& self, Args& a) { return map_text("upper", a, py_upper, self_text(self)); }
+Value m_lower(Interpreter&, const Value& self, Args& a) { return map_text("lower", a, py_lower, self_text(self)); }
+Value m_title(Interpreter&, const Value& self, Args& a) { return map_text("title", a, py_title, self_text(self)); }
+Value m_capitalize(Interpreter&, const Value& self, Args& a) { return map_text("capitalize", a, py_capitalize, self_text(self)); }
 
 // find / rfind / index / rindex: the character index of sub, -1 (find) or a ValueError (index).
 Value find_method(const Value& self, Args& a, bool from_right, bool raise) {

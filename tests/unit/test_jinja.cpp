@@ -75,6 +75,20 @@ TEST_CASE("work, iterations, sizes and recursion of a render are bounded", "[jin
   check_fails(render("{{ 2 ** 64 }}"), StatusCode::unsupported, "overflow");
 }
 
+TEST_CASE("values built in a loop cannot nest without bound, and a namespace holding itself does not print forever", "[jinja]") {
+  // A list a million levels deep would overflow the stack when printed, compared or freed.
+  check_fails(render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
+              StatusCode::out_of_range, "nested deeper than");
+  check_fails(render("{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}"),
+              StatusCode::out_of_range, "nested deeper than");
+  check_fails(render("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}"), StatusCode::out_of_range, "too deeply to print");
+  // A chain of namespaces is fine to build and to free.
+  CHECK(*render("{% set ns = namespace(n=none) %}{% for i in range(10000) %}{% set ns.n = namespace(n=ns.n) %}{% endfor %}ok") == "ok");
+  // A recursive macro around a deep expression: the evaluation depth is bounded as well.
+  check_fails(render("{% macro f(n) %}{{ " + repeat("-", 150) + "f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+              StatusCode::out_of_range, "evaluation nested deeper");
+}
+
 TEST_CASE("errors name the line and what went wrong", "[jinja]") {
   check_fails(render("a\nb\n{{ x.y }}"), StatusCode::invalid_argument, "line 3: 'x' is undefined");
   check_fails(render("{% for m in [1] %}\n{{ m + 'a' }}{% endfor %}"), StatusCode::invalid_argument, "line 2: unsupported operand");

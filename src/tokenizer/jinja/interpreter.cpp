@@ -45,6 +45,19 @@ auto at_line(int line, F&& f) -> decltype(f()) {
 
 }  // namespace
 
+// Counts one level of eval / exec recursion; past Limits::max_eval_depth an error, before the
+// stack runs out (a recursive macro around a deep expression).
+struct Interpreter::DepthGuard {
+  explicit DepthGuard(Interpreter& interpreter) : in(interpreter) {
+    if (++in.eval_depth_ > in.options_.limits.max_eval_depth) {
+      --in.eval_depth_;
+      throw Error(Error::Kind::limit, "evaluation nested deeper than " + std::to_string(in.options_.limits.max_eval_depth) + " levels");
+    }
+  }
+  ~DepthGuard() { --in.eval_depth_; }
+  Interpreter& in;
+};
+
 Interpreter::Interpreter(const RenderOptions& options) : options_(options) {}
 
 Interpreter::~Interpreter() {
@@ -102,6 +115,7 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const std::shared_ptr
 }
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>& scope) {
+  DepthGuard depth(*this);
   charge(1);
   switch (s.kind) {
     case Stmt::Kind::text: emit(s.text); return Flow::normal;
@@ -233,11 +247,11 @@ void Interpreter::define_macro(const Stmt& s, const std::shared_ptr<Scope>& scop
 Value Interpreter::call_macro(const Stmt& def, const std::shared_ptr<Scope>& closure, Args& args) {
   if (call_depth_ >= options_.limits.max_call_depth)
     throw Error(Error::Kind::limit, "macro calls nested deeper than " + std::to_string(options_.limits.max_call_depth));
-  struct DepthGuard {
+  struct CallDepth {
     int& d;
-    explicit DepthGuard(int& depth) : d(depth) { ++d; }
-    ~DepthGuard() { --d; }
-  } guard(call_depth_);
+    explicit CallDepth(int& depth) : d(depth) { ++d; }
+    ~CallDepth() { --d; }
+  } calls(call_depth_);
   charge(16);
   const std::string& name = def.kind == Stmt::Kind::macro ? def.text : std::string("caller");
   const Params& p = def.params;
@@ -323,6 +337,7 @@ Args Interpreter::eval_args(const Expr& e, size_t first, const std::shared_ptr<S
 }
 
 Value Interpreter::eval(const Expr& e, const std::shared_ptr<Scope>& scope) {
+  DepthGuard depth(*this);
   return at_line(e.line, [&] { return eval_inner(e, scope); });
 }
 

@@ -49,6 +49,7 @@ class Interpreter {
   void emit(std::string_view text);
 
   Value eval(const Expr& e, const std::shared_ptr<Scope>& scope);
+  struct DepthGuard;
   Value eval_inner(const Expr& e, const std::shared_ptr<Scope>& scope);
   Args eval_args(const Expr& e, size_t first, const std::shared_ptr<Scope>& scope);
   Value lookup(const std::string& name, const Scope& scope) const;
@@ -58,6 +59,7 @@ class Interpreter {
   uint64_t work_ = 0;
   uint64_t iterations_ = 0;
   int call_depth_ = 0;
+  int eval_depth_ = 0;  // the C++ recursion of eval and exec (Limits::max_eval_depth)
   // Macros hold their defining scope, which holds them, and namespaces can hold themselves: the
   // cycles are cut when the render ends.
   std::vector<std::shared_ptr<Scope>> closure_scopes_;

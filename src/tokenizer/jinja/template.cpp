@@ -1,5 +1,6 @@
 #include "tokenizer/jinja/template.hpp"
 
+#include <exception>
 #include <new>
 
 #include "tokenizer/jinja/interpreter.hpp"
@@ -28,6 +29,8 @@ Result<Template> Template::parse(std::string_view text, const Limits& limits) {
     return status_of(e);
   } catch (const std::bad_alloc&) {
     return out_of_memory("out of memory while parsing the template");
+  } catch (const std::exception& e) {
+    return internal_error(std::string("parsing the template: ") + e.what());
   }
 }
 
@@ -39,6 +42,8 @@ Result<std::string> Template::render(const Dict& variables, const RenderOptions&
     return status_of(e);
   } catch (const std::bad_alloc&) {
     return out_of_memory("out of memory while rendering the template");
+  } catch (const std::exception& e) {
+    return internal_error(std::string("rendering the template: ") + e.what());
   }
 }
 

@@ -39,6 +39,7 @@ struct Limits {
   uint64_t max_iterations = 1000000;           // for-loop iterations, over the whole render
   int max_call_depth = 100;                    // macro calls in progress at once
   int max_nesting = 200;                       // nesting of expressions and blocks in the text
+  int max_eval_depth = 1000;                   // expressions, blocks and macro calls being evaluated at once
   int64_t max_range = 100000;                  // items of range(), as jinja2's sandbox (MAX_RANGE)
 };
 

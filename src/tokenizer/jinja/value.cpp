@@ -1,5 +1,6 @@
 #include "tokenizer/jinja/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -10,16 +11,39 @@ namespace infer::jinja {
 
 Value Value::undefined(std::string hint) { return Value(Storage(Undefined{std::make_shared<const std::string>(std::move(hint))})); }
 
-Value Value::list(std::vector<Value> items, bool tuple) {
+namespace {
+
+int nesting_of(const Value& v) {
+  if (v.is_list()) return v.as_list().depth;
+  if (v.is_dict()) return v.as_dict().depth();
+  return 0;
+}
+
+int checked_depth(int deepest_inside) {
+  if (deepest_inside + 1 > kMaxValueNesting)
+    throw Error(Error::Kind::limit, "lists and dicts nested deeper than " + std::to_string(kMaxValueNesting) + " levels");
+  return deepest_inside + 1;
+}
+
+std::shared_ptr<List> make_list(std::vector<Value> items) {
+  int deepest = 0;
+  for (const Value& v : items) deepest = std::max(deepest, nesting_of(v));
   auto l = std::make_shared<List>();
+  l->depth = checked_depth(deepest);
   l->items = std::move(items);
+  return l;
+}
+
+}  // namespace
+
+Value Value::list(std::vector<Value> items, bool tuple) {
+  auto l = make_list(std::move(items));
   l->is_tuple = tuple;
   return Value(std::shared_ptr<const List>(std::move(l)));
 }
 
 Value Value::generator(std::vector<Value> items) {
-  auto l = std::make_shared<List>();
-  l->items = std::move(items);
+  auto l = make_list(std::move(items));
   l->is_generator = true;
   return Value(std::shared_ptr<const List>(std::move(l)));
 }
@@ -30,7 +54,12 @@ Value Value::markup(std::string s) {
   return Value(Storage(std::in_place_index<kMarkup>, Markup{std::make_shared<const std::string>(std::move(s))}));
 }
 
-Value Value::dict(Dict d) { return Value(std::shared_ptr<const Dict>(std::make_shared<Dict>(std::move(d)))); }
+Value Value::dict(Dict d) {
+  int deepest = 0;
+  for (const auto& [k, v] : d.entries_) deepest = std::max({deepest, nesting_of(k), nesting_of(v)});
+  d.depth_ = checked_depth(deepest);
+  return Value(std::shared_ptr<const Dict>(std::make_shared<Dict>(std::move(d))));
+}
 
 const std::string& Value::undefined_hint() const {
   static const std::string kNone = "undefined value";
@@ -134,9 +163,12 @@ std::string py_repr_string(std::string_view s) {
 
 namespace {
 
-void repr_to(std::string& out, const Value& v);
+// Printing follows namespaces, which can hold themselves: the depth is bounded here.
+constexpr int kMaxReprDepth = 2 * kMaxValueNesting;
 
-void repr_items_to(std::string& out, const List& l) {
+void repr_to(std::string& out, const Value& v, int depth);
+
+void repr_items_to(std::string& out, const List& l, int depth) {
   if (l.is_generator) {
     out += "<generator object>";
     return;
@@ -144,30 +176,36 @@ void repr_items_to(std::string& out, const List& l) {
   out += l.is_tuple ? '(' : '[';
   for (size_t i = 0; i < l.items.size(); ++i) {
     if (i) out += ", ";
-    repr_to(out, l.items[i]);
+    repr_to(out, l.items[i], depth + 1);
   }
   if (l.is_tuple && l.items.size() == 1) out += ',';
   out += l.is_tuple ? ')' : ']';
 }
 
-void repr_dict_to(std::string& out, const Dict& d) {
+void repr_dict_to(std::string& out, const Dict& d, int depth) {
   out += '{';
   bool first = true;
   for (const auto& [k, v] : d.entries()) {
     if (!first) out += ", ";
     first = false;
-    repr_to(out, k);
+    repr_to(out, k, depth + 1);
     out += ": ";
-    repr_to(out, v);
+    repr_to(out, v, depth + 1);
   }
   out += '}';
 }
 
-void repr_to(std::string& out, const Value& v) {
+void repr_to(std::string& out, const Value& v, int depth) {
+  if (depth > kMaxReprDepth) throw Error(Error::Kind::limit, "a value nested too deeply to print (a namespace holding itself?)");
   switch (v.type()) {
     case Value::Type::string: out += py_repr_string(v.as_string()); break;
-    case Value::Type::list: repr_items_to(out, v.as_list()); break;
-    case Value::Type::dict: repr_dict_to(out, v.as_dict()); break;
+    case Value::Type::list: repr_items_to(out, v.as_list(), depth); break;
+    case Value::Type::dict: repr_dict_to(out, v.as_dict(), depth); break;
+    case Value::Type::ns:
+      out += "<Namespace ";
+      repr_dict_to(out, v.as_namespace().attributes, depth);
+      out += '>';
+      break;
     case Value::Type::undefined: out += "Undefined"; break;  // jinja2's Undefined.__repr__
     default: out += v.str(); break;
   }
@@ -185,11 +223,7 @@ std::string Value::str() const {
     case Type::string: return as_string();
     case Type::list:
     case Type::dict: return repr();
-    case Type::ns: {
-      std::string out = "<Namespace ";
-      repr_dict_to(out, as_namespace().attributes);
-      return out + ">";
-    }
+    case Type::ns: return repr();
     case Type::callable: return "<function " + as_callable().name + ">";
   }
   return "";
@@ -197,7 +231,7 @@ std::string Value::str() const {
 
 std::string Value::repr() const {
   std::string out;
-  repr_to(out, *this);
+  repr_to(out, *this, 0);
   return out;
 }
 

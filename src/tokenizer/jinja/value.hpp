@@ -137,8 +137,13 @@ class Value {
   Storage v_;
 };
 
+// Lists and dicts nest at most this deep (a loop could otherwise build a chain a million levels
+// deep, which printing, comparing or freeing would follow into a stack overflow).
+inline constexpr int kMaxValueNesting = 512;
+
 struct List {
   std::vector<Value> items;
+  int depth = 1;                   // of the nesting: 1 + the deepest list or dict inside
   bool is_tuple = false;           // printed (a, b) instead of [a, b]; otherwise the same
   bool is_generator = false;       // see Value::generator
   mutable bool consumed = false;   // a generator that has been iterated
@@ -155,9 +160,12 @@ class Dict {
   const std::vector<Entry>& entries() const noexcept { return entries_; }
   size_t size() const noexcept { return entries_.size(); }
   bool empty() const noexcept { return entries_.empty(); }
+  int depth() const noexcept { return depth_; }  // as List::depth, set by Value::dict
 
  private:
+  friend class Value;
   std::vector<Entry> entries_;
+  int depth_ = 1;
 };
 
 // jinja2's namespace(): the one value a template may change (`{% set ns.x = 1 %}`).

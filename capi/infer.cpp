@@ -126,7 +126,8 @@ constexpr bool lists_every_field(const FieldSpan (&fields)[N], size_t total, siz
   X(T, model_path) X(T, n_threads) X(T, max_batch_tokens) X(T, max_sequences) X(T, max_waiting)             \
   X(T, batch_wait_ms) X(T, kv_cache_bytes) X(T, kv_cache_tokens) X(T, block_size) X(T, kv_type)             \
   X(T, weight_type) X(T, max_context) X(T, prefix_cache) X(T, price_per_hour) X(T, metrics_window)          \
-  X(T, chat_template) X(T, on_load_progress) X(T, progress_user_data) X(T, priority_preemption)
+  X(T, chat_template) X(T, on_load_progress) X(T, progress_user_data) X(T, priority_preemption)             \
+  X(T, chat_template_text) X(T, chat_template_variables)
 
 #define INFER_REQUEST_PARAMS_FIELDS(X, T)                                                                    \
   X(T, prompt) X(T, prompt_tokens) X(T, n_prompt_tokens) X(T, messages) X(T, n_messages) X(T, add_special)  \
@@ -208,6 +209,8 @@ Status to_engine_config(const infer_engine_params* in, infer::EngineConfig& conf
   config.price_per_hour = full.price_per_hour;
   config.metrics_window = full.metrics_window;
   config.chat_template = full.chat_template ? full.chat_template : "";
+  config.chat_template_text = full.chat_template_text ? full.chat_template_text : "";
+  config.chat_template_variables = full.chat_template_variables ? full.chat_template_variables : "";
   if (full.on_load_progress)
     config.on_load_progress = [cb = full.on_load_progress, user = full.progress_user_data](double fraction) {
       cb(static_cast<float>(fraction), user);
@@ -800,6 +803,21 @@ infer_status infer_engine_apply_chat_template(infer_engine* engine, const infer_
     std::vector<infer::ChatMessage> conversation;
     if (Status s = to_messages(messages, n, fn, conversation); !s.is_ok()) return s;
     auto text = engine->engine->render_chat(conversation, add_generation_prompt != 0);
+    if (!text.ok()) return text.status();
+    return copy_text_out(*text, buf, capacity, len, fn);
+  });
+}
+
+infer_status infer_engine_apply_chat_template_json(infer_engine* engine, const char* conversation_json, char* buf,
+                                                   size_t capacity, size_t* len) {
+  if (len) *len = 0;
+  if (!engine) return fail(nullptr, INFER_ERR_INVALID_ARGUMENT, "infer_engine_apply_chat_template_json: engine is NULL");
+  return guarded(engine, [&]() -> Status {
+    constexpr std::string_view fn = "infer_engine_apply_chat_template_json";
+    if (!conversation_json) return invalid(fn, "conversation_json is NULL");
+    if (!len) return invalid(fn, "len is NULL");
+    if (!buf && capacity > 0) return invalid(fn, "buf is NULL but capacity is " + std::to_string(capacity));
+    auto text = engine->engine->render_chat_json(conversation_json);
     if (!text.ok()) return text.status();
     return copy_text_out(*text, buf, capacity, len, fn);
   });

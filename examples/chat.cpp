@@ -25,11 +25,16 @@ using namespace infer;
 constexpr const char* kTool = "infer-chat";
 constexpr const char* kUsageHead =
     "usage: infer-chat -m MODEL [-p TEXT]... [options]\n"
+    "       infer-chat -m MODEL --render FILE [--chat-template-file TEMPLATE]\n"
     "  -p TEXT              a user turn (repeatable: each gets an answer); without -p the user turns\n"
     "                       are read from stdin, one per line\n"
     "  --system TEXT        system message\n"
     "  --chat-template NAME format to use instead of the model's (--chat-template-list names them)\n"
     "  --chat-template-list print the format names and exit\n"
+    "  --chat-template-file FILE    a Jinja chat template to use instead of the model's\n"
+    "  --chat-template-kwargs JSON  extra template variables ({\"enable_thinking\": false})\n"
+    "  --render FILE        print the conversation of FILE ({\"messages\": [...], \"add_generation_prompt\":\n"
+    "                       true, ...}) as the template renders it, and nothing else; then exit\n"
     "  --show-prompt        print the rendered conversation to stderr before each answer\n"
     "  --echo               print each user turn (\"> TEXT\") to stdout before its answer (a transcript)\n"
     "  --json               print each turn as one JSON object on stdout (text, ids, finish_reason,\n"
@@ -58,7 +63,7 @@ const std::string kUsageText = std::string(kUsageHead) + cli::kSamplingUsage + k
 const char* const kUsage = kUsageText.c_str();
 
 struct Options {
-  std::string model, system, chat_template;
+  std::string model, system, chat_template, chat_template_file, chat_template_kwargs, render;
   std::vector<std::string> turns;
   int64_t n_ctx = 0, n_batch = 512;
   int threads = 0;
@@ -81,6 +86,9 @@ Options parse(int argc, char** argv) {
     else if (a == "-p" || a == "--prompt") o.turns.push_back(next());
     else if (a == "--system") o.system = next();
     else if (a == "--chat-template") o.chat_template = next();
+    else if (a == "--chat-template-file") o.chat_template_file = next();
+    else if (a == "--chat-template-kwargs") o.chat_template_kwargs = next();
+    else if (a == "--render") o.render = next();
     else if (a == "--chat-template-list") {
       for (const std::string& name : chat_template_names()) std::printf("%s\n", name.c_str());
       std::exit(0);
@@ -98,6 +106,8 @@ Options parse(int argc, char** argv) {
       std::exit(0);
     } else cli::usage_error(kTool, "unknown argument " + a, kUsage);
   }
+  if (!o.chat_template.empty() && !o.chat_template_file.empty())
+    cli::usage_error(kTool, "give --chat-template or --chat-template-file, not both", kUsage);
   o.model = cli::model_or_default(kTool, o.model, kUsage);
   return o;
 }
@@ -261,6 +271,18 @@ int main(int argc, char** argv) {
   EngineConfig config = cli::one_sequence_config({}, o.threads, o.n_ctx, o.n_batch, o.kv_type);
   config.weight_type = o.weight_type;
   config.chat_template = o.chat_template;
+  if (!o.chat_template_file.empty()) config.chat_template_text = cli::read_text_file(kTool, o.chat_template_file);
+  config.chat_template_variables = o.chat_template_kwargs;
+  if (!o.render.empty()) {
+    // --render: the rendered prompt alone on stdout; errors in one line on stderr.
+    const std::string conversation = cli::read_text_file(kTool, o.render);
+    auto created = Engine::create(o.model, config);
+    if (!created.ok()) cli::fail(kTool, cli::one_line(created.status().message()));
+    auto text = (*created)->render_chat_json(conversation);
+    if (!text.ok()) cli::fail(kTool, cli::one_line(o.render + ": " + text.status().message()));
+    std::fwrite(text->data(), 1, text->size(), stdout);
+    return 0;
+  }
   config.on_load_progress = cli::load_progress_bar(kTool);
   // The engine's threads start with SIGINT blocked, so that Ctrl-C always reaches the main thread
   // (a Ctrl-C while the model loads ends the program once create returns).

@@ -29,6 +29,12 @@ double parse_double(const char* tool, const char* usage, const std::string& flag
   return v;
 }
 
+std::string one_line(std::string_view s) {
+  std::string out;
+  for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return out;
+}
+
 std::string read_text_file(const char* tool, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(tool, path + ": cannot open");

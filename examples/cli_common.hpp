@@ -90,6 +90,9 @@ std::string json_quote(std::string_view s);
 // decoded, \uXXXX surrogate pairs joined into UTF-8. invalid_argument names what is wrong.
 Result<std::string> json_unquote(std::string_view literal);
 
+// A message on one line, for a one-line error: its newlines written as "\n".
+std::string one_line(std::string_view s);
+
 // Writes text to stdout at once (streamed answers).
 void emit(std::string_view text);
 

@@ -159,6 +159,10 @@ typedef struct infer_engine_params {
   void *progress_user_data;   /* passed to on_load_progress [NULL] */
   int32_t priority_preemption; /* nonzero: a waiting request that finds no KV blocks or sequence
                                 * slot preempts running ones of lower priority [0] */
+  const char *chat_template_text;      /* a Jinja chat template used instead of the model's, not
+                                        * together with chat_template; NULL = none [NULL]. Copied. */
+  const char *chat_template_variables; /* a JSON object: extra variables of every Jinja rendering
+                                        * ({"enable_thinking": false}); NULL = none [NULL]. Copied. */
 } infer_engine_params;
 
 /* Sets params->struct_size = struct_size and every field that lies within struct_size bytes to its
@@ -452,6 +456,16 @@ INFER_API infer_status infer_engine_detokenize(infer_engine *engine, const int32
  * INFER_ERR_NOT_FOUND (the model has no template and params named none), INFER_ERR_OUT_OF_RANGE. */
 INFER_API infer_status infer_engine_apply_chat_template(infer_engine *engine, const infer_chat_message *messages, size_t n,
                                                         int add_generation_prompt, char *buf, size_t capacity, size_t *len);
+
+/* A conversation given as JSON, {"messages": [{"role": ..., "content": ..., ...}, ...],
+ * "add_generation_prompt": true, "tools": [...], any other keyword}, as the engine's chat template
+ * renders it: a Jinja template sees every key as a variable (tool calls, enable_thinking, ...);
+ * into buf as infer_engine_detokenize does. INFER_ERR_INVALID_ARGUMENT (NULL arguments, JSON that
+ * is not such an object, a template error or raise_exception: the message names it),
+ * INFER_ERR_NOT_FOUND (no template), INFER_ERR_UNSUPPORTED (a construct the interpreter lacks),
+ * INFER_ERR_OUT_OF_RANGE (buf too small, or a template past its limits). Thread-safe. */
+INFER_API infer_status infer_engine_apply_chat_template_json(infer_engine *engine, const char *conversation_json, char *buf,
+                                                             size_t capacity, size_t *len);
 
 /* The chat formats by name, for infer_engine_params.chat_template: the i-th name (static), or NULL
  * past the last. */

@@ -59,6 +59,10 @@ struct EngineConfig {
   double price_per_hour = 0.0;         // machine cost, for stats().cost_per_million_tokens
   int metrics_window = 1000;           // finished requests the latency percentiles look at
   std::string chat_template;           // chat format for messages (a name of chat_formats()); "" = the model's
+  std::string chat_template_text;      // a Jinja chat template used instead of the model's ("" = none);
+                                       // not together with chat_template
+  std::string chat_template_variables; // a JSON object: extra variables of every Jinja rendering
+                                       // ({"enable_thinking": false}); "" = none
   // Called on the thread that runs create() as the model loads, with the fraction done (0 to 1,
   // rising, 1 last); may be empty.
   std::function<void(double fraction)> on_load_progress;
@@ -222,7 +226,9 @@ struct ModelDescription {
   int64_t n_params = 0;         // weights in the file's tensors
   uint64_t size_bytes = 0;      // bytes of the file's tensor data
   int32_t bos = -1, eos = -1, eot = -1;  // special token ids; -1 when the vocabulary has none
-  std::string chat_template;    // the chat format used for messages; "" when the model has none
+  std::string chat_template;    // the chat format used for messages: a name of chat_template_names(), or
+                                // "jinja" for a Jinja template (the model's or chat_template_text); ""
+                                // when there is none
   // The file's weight type as llama.cpp names it ("Q4_0", "Q4_K - Medium", "F16", "all F32"): its
   // general.file_type, else guessed from its tensors ("(guessed) Q8_0"). Not changed by
   // EngineConfig::weight_type.
@@ -263,10 +269,16 @@ class INFER_API Engine {
   // The text of token ids (special tokens rendered as their text when render_special); ids
   // outside the vocabulary are invalid_argument.
   Result<std::string> detokenize(const std::vector<int32_t>& ids, bool render_special = false) const;
-  // A conversation as the chat template renders it (what submit tokenizes for Request::messages):
-  // invalid_argument for bad roles or order, not_found when the model has no template and
-  // EngineConfig::chat_template names none.
+  // A conversation as the chat template renders it (what submit tokenizes for Request::messages),
+  // exactly as transformers' apply_chat_template renders a Jinja template (its BOS included when
+  // it writes one: submit then adds none). invalid_argument for roles or an order the template
+  // refuses (a Jinja template's raise_exception: its message) and for a template error naming its
+  // line, not_found when the model has no template and EngineConfig names none.
   Result<std::string> render_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  // The same for a conversation given as JSON: {"messages": [...], "add_generation_prompt": true,
+  // "tools": [...], any other keyword}; a Jinja template sees every key as a variable (messages
+  // with tool_calls, enable_thinking, ...).
+  Result<std::string> render_chat_json(std::string_view conversation) const;
 
   // Diagnostics (tests, debugging): between two steps, checks the KV-cache manager's
   // bookkeeping against the live requests — reference counts, the prefix index and its LRU list,

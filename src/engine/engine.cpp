@@ -36,6 +36,7 @@
 #include "sample/stop_strings.hpp"
 #include "sched/scheduler.hpp"
 #include "tokenizer/chat_template.hpp"
+#include "tokenizer/jinja/json.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace infer {
@@ -394,17 +395,30 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     const int64_t model_ctx = std::min<int64_t>(info.n_ctx_train > 0 ? info.n_ctx_train : 4096, 4096);
     impl->max_context = config.max_context > 0 ? config.max_context : model_ctx;
 
-    // The chat template: the configured format, else the model's. A model without one still
-    // serves plain prompts; messages then fail with the reason.
-    auto chat = config.chat_template.empty() ? ChatTemplate::for_model(impl->file->metadata())
+    // The chat template: the configured format or template text, else the model's. A model
+    // without one still serves plain prompts; messages then fail with the reason.
+    if (!config.chat_template.empty() && !config.chat_template_text.empty())
+      return invalid_argument("EngineConfig: give chat_template or chat_template_text, not both");
+    const bool configured = !config.chat_template.empty() || !config.chat_template_text.empty();
+    auto chat = config.chat_template.empty() ? ChatTemplate::for_model(impl->file->metadata(), config.chat_template_text)
                                              : ChatTemplate::from_name(config.chat_template);
     if (chat.ok()) {
       impl->chat.emplace(std::move(chat).value());
+      if (!config.chat_template_variables.empty()) {
+        jinja::Value vars;
+        try {
+          vars = jinja::json_parse(config.chat_template_variables);
+        } catch (const jinja::Error& e) {
+          return invalid_argument(std::string("EngineConfig.chat_template_variables: ") + e.what());
+        }
+        if (!vars.is_dict()) return invalid_argument("EngineConfig.chat_template_variables: not a JSON object");
+        impl->chat->set_extra_variables(vars.as_dict());
+      }
       if (auto ids = impl->tokenizer->encode(impl->chat->end_of_turn(), false, true);
           ids.ok() && ids->size() == 1 && impl->tokenizer->is_control((*ids)[0]))
         impl->end_of_turn_token = (*ids)[0];
-    } else if (!config.chat_template.empty()) {
-      return chat.status().with_context("EngineConfig.chat_template");
+    } else if (configured) {
+      return chat.status().with_context(config.chat_template.empty() ? "EngineConfig.chat_template_text" : "EngineConfig.chat_template");
     } else {
       impl->chat_status = chat.status().with_context(model_path);
     }
@@ -468,6 +482,13 @@ Result<std::string> Engine::render_chat(const std::vector<ChatMessage>& messages
   });
 }
 
+Result<std::string> Engine::render_chat_json(std::string_view conversation) const {
+  return guarded([&]() -> Result<std::string> {
+    if (!impl_->chat) return impl_->chat_status;
+    return impl_->chat->render_json(conversation);
+  });
+}
+
 ModelDescription Engine::model() const {
   const Impl& im = *impl_;
   const ModelInfo& info = im.model->info();
@@ -515,9 +536,11 @@ Result<RequestId> Engine::submit(Request request) {
     seq->sched.budget_data = &seq->kv;
     if (!request.messages.empty()) {
       if (!im.chat) return im.chat_status;
-      // The answer ends at the template's end of turn: its token, or its text as a stop string.
+      // The answer ends at the template's end of turn: its token, or (a hand-written format in a
+      // vocabulary without its markers) its text as a stop string. A Jinja template's end of turn
+      // is a guess from its output: only its token is trusted; end-of-generation tokens end it too.
       if (im.end_of_turn_token >= 0) seq->stop_token = im.end_of_turn_token;
-      else stops.push_back(im.chat->end_of_turn());
+      else if (!im.chat->is_jinja()) stops.push_back(im.chat->end_of_turn());
     }
     auto stop = StopMatcher::create(stops);
     if (!stop.ok()) return stop.status();
@@ -532,9 +555,11 @@ Result<RequestId> Engine::submit(Request request) {
         if (!text.ok()) return text.status();
         rendered = std::move(text).value();
       }
-      // A chat rendering is tokenized as the template expects: BOS added, special tokens parsed.
+      // A chat rendering is tokenized as the template expects: special tokens parsed, the BOS
+      // added unless the template wrote it (then it is parsed as the token: never twice).
       const bool chat = !request.messages.empty();
-      auto ids = im.tokenizer->encode(chat ? rendered : request.prompt, chat || request.add_special, chat || request.parse_special);
+      const bool add_special = chat ? !im.chat->starts_with_bos(rendered) : request.add_special;
+      auto ids = im.tokenizer->encode(chat ? rendered : request.prompt, add_special, chat || request.parse_special);
       if (!ids.ok()) return ids.status();
       seq->sched.tokens = std::move(ids).value();
       std::lock_guard lock(im.mutex_);

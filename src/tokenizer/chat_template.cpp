@@ -3,6 +3,8 @@
 #include <array>
 #include <optional>
 
+#include "tokenizer/jinja/json.hpp"
+
 namespace infer {
 
 namespace {
@@ -239,12 +241,10 @@ Result<ChatTemplate> ChatTemplate::from_name(std::string_view name) {
                           chat_format_name_list());
 }
 
-Result<ChatTemplate> ChatTemplate::from_template_text(std::string_view t) {
+std::optional<ChatTemplate> ChatTemplate::recognise(std::string_view t) {
   auto make = [](ChatFormat f) { return ChatTemplate(f, end_of_turn_of(f), ""); };
-  auto refuse = [](std::string_view what) { return unsupported(unsupported_template_message(what)); };
   if (contains(t, "<|im_start|>")) {
-    if (contains(t, "<|im_sep|>")) return refuse("the chat template is Phi-4's, not ChatML");
-    if (contains(t, "<end_of_utterance>")) return refuse("the chat template is SmolVLM's, not ChatML");
+    if (contains(t, "<|im_sep|>") || contains(t, "<end_of_utterance>")) return std::nullopt;  // Phi-4, SmolVLM
     return ChatTemplate(ChatFormat::chatml, end_of_turn_of(ChatFormat::chatml), chatml_default_system_message(t));
   }
   if (t.starts_with("mistral") || contains(t, "[INST]")) {
@@ -252,12 +252,10 @@ Result<ChatTemplate> ChatTemplate::from_template_text(std::string_view t) {
       return make(contains(t, "[SYSTEM_PROMPT] ") || contains(t, "[INST] ") ? ChatFormat::mistral_v7
                                                                               : ChatFormat::mistral_v7_tekken);
     if (contains(t, "<<SYS>>")) return make(ChatFormat::llama2);
-    if (contains(t, "' [INST] '") || contains(t, "\" [INST] \""))
-      return refuse("the chat template is Mistral's v1 format, which is not rendered yet");
-    if (contains(t, "'[INST]'") || contains(t, "\"[INST]\""))
-      return refuse("the chat template is Mistral's v3-tekken format, which is not rendered yet");
+    if (contains(t, "' [INST] '") || contains(t, "\" [INST] \"")) return std::nullopt;  // Mistral v1
+    if (contains(t, "'[INST]'") || contains(t, "\"[INST]\"")) return std::nullopt;      // Mistral v3-tekken
     if (contains(t, "[AVAILABLE_TOOLS]") || contains(t, "system_message")) return make(ChatFormat::mistral_v3);
-    return refuse("the chat template is an [INST] format without a system prompt, which is not rendered");
+    return std::nullopt;
   }
   if (contains(t, "<start_of_turn>")) return make(ChatFormat::gemma);
   if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) return make(ChatFormat::llama3);
@@ -266,11 +264,45 @@ Result<ChatTemplate> ChatTemplate::from_template_text(std::string_view t) {
     if (contains(t, "eos_token") || contains(t, "</s>")) return make(ChatFormat::zephyr);
     if (contains(t, "<|endoftext|>")) return ChatTemplate(ChatFormat::zephyr, "<|endoftext|>", "");
   }
-  return refuse("the model's chat template is not one of the known formats");
+  return std::nullopt;
 }
 
-Result<ChatTemplate> ChatTemplate::for_model(const Metadata& metadata) {
-  if (const std::string* text = metadata.get_string("tokenizer.chat_template")) return from_template_text(*text);
+Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view text, std::string bos_token, std::string eos_token) {
+  auto parsed = jinja::Template::parse(text);
+  if (!parsed.ok()) return parsed.status().with_context("chat template");
+  ChatTemplate t(ChatFormat::chatml, "", "");
+  t.jinja_ = std::make_shared<const jinja::Template>(std::move(parsed).value());
+  t.bos_token_ = std::move(bos_token);
+  t.eos_token_ = std::move(eos_token);
+  // The end of turn: what the template writes right after an assistant message's content.
+  constexpr std::string_view kProbe = "INFER_PROBE_ANSWER";
+  const std::vector<ChatMessage> probe = {{"user", "Hello"}, {"assistant", std::string(kProbe)}};
+  t.end_of_turn_ = t.eos_token_;
+  if (auto out = t.render(probe, false); out.ok()) {
+    const size_t at = out->find(kProbe);
+    if (at != std::string::npos) {
+      const size_t begin = at + kProbe.size();
+      const size_t end = out->find_first_of(" \t\n\r", begin);
+      std::string marker = out->substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+      if (!marker.empty()) t.end_of_turn_ = std::move(marker);
+    }
+  }
+  return t;
+}
+
+Result<ChatTemplate> ChatTemplate::for_model(const Metadata& metadata, std::string_view jinja) {
+  const std::string* file_template = metadata.get_string("tokenizer.chat_template");
+  if (!jinja.empty() || file_template) {
+    // The texts of the BOS and EOS tokens, as transformers passes bos_token and eos_token.
+    auto token_text = [&](const char* key) -> std::string {
+      const Array* tokens = metadata.get_array("tokenizer.ggml.tokens");
+      const std::optional<int64_t> id = metadata.get_integer(key);
+      if (!tokens || !id || *id < 0 || static_cast<uint64_t>(*id) >= tokens->strings.size()) return "";
+      return tokens->strings[static_cast<size_t>(*id)];
+    };
+    return from_jinja(jinja.empty() ? std::string_view(*file_template) : jinja, token_text("tokenizer.ggml.bos_token_id"),
+                      token_text("tokenizer.ggml.eos_token_id"));
+  }
   const std::string* arch = metadata.get_string("general.architecture");
   if (arch && (*arch == "gemma" || *arch == "gemma2" || *arch == "gemma3")) return from_name("gemma");
   return not_found(unsupported_template_message(
@@ -278,7 +310,62 @@ Result<ChatTemplate> ChatTemplate::for_model(const Metadata& metadata) {
       "' has no known default"));
 }
 
+Result<std::string> ChatTemplate::render_jinja(jinja::Dict variables) const {
+  // What transformers passes: the special tokens and the caller's keywords, then messages,
+  // tools, documents and add_generation_prompt.
+  jinja::Dict all;
+  all.set(jinja::Value("bos_token"), jinja::Value(bos_token_));
+  all.set(jinja::Value("eos_token"), jinja::Value(eos_token_));
+  all.set(jinja::Value("tools"), jinja::Value::none());
+  all.set(jinja::Value("documents"), jinja::Value::none());
+  all.set(jinja::Value("add_generation_prompt"), jinja::Value(false));
+  for (const auto& [k, v] : extra_.entries()) all.set(k, v);
+  for (const auto& [k, v] : variables.entries()) all.set(k, v);
+  jinja::RenderOptions options;
+  options.now = now_;
+  auto out = jinja_->render(all, options);
+  if (!out.ok()) return out.status().with_context("chat template");
+  return out;
+}
+
+Result<std::string> ChatTemplate::render_json(std::string_view conversation) const {
+  jinja::Value doc;
+  try {
+    doc = jinja::json_parse(conversation);
+  } catch (const jinja::Error& e) {
+    return invalid_argument(std::string("conversation: ") + e.what());
+  }
+  if (!doc.is_dict()) return invalid_argument("conversation: not a JSON object");
+  const jinja::Value* messages = doc.as_dict().find_str("messages");
+  if (!messages || !messages->is_list()) return invalid_argument("conversation: no \"messages\" list");
+  if (is_jinja()) return render_jinja(doc.as_dict());
+  std::vector<ChatMessage> chat;
+  for (size_t i = 0; i < messages->as_list().items.size(); ++i) {
+    const jinja::Value& m = messages->as_list().items[i];
+    const jinja::Value* role = m.is_dict() ? m.as_dict().find_str("role") : nullptr;
+    const jinja::Value* content = m.is_dict() ? m.as_dict().find_str("content") : nullptr;
+    if (!role || !role->is_string() || !content || !content->is_string())
+      return invalid_argument("conversation: message " + std::to_string(i) + " needs a string role and content");
+    chat.push_back({role->as_string(), content->as_string()});
+  }
+  const jinja::Value* gen = doc.as_dict().find_str("add_generation_prompt");
+  return render(chat, gen && gen->truthy());
+}
+
 Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+  if (is_jinja()) {
+    std::vector<jinja::Value> list;
+    for (const ChatMessage& m : messages) {
+      jinja::Dict d;
+      d.set(jinja::Value("role"), jinja::Value(m.role));
+      d.set(jinja::Value("content"), jinja::Value(m.content));
+      list.push_back(jinja::Value::dict(std::move(d)));
+    }
+    jinja::Dict variables;
+    variables.set(jinja::Value("messages"), jinja::Value::list(std::move(list)));
+    variables.set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
+    return render_jinja(std::move(variables));
+  }
   if (Status s = check_roles(messages, format_); !s.is_ok()) return s;
   std::string out;
   switch (format_) {

@@ -238,6 +238,7 @@ static void case_invalid_arguments(void) {
   CHECK_FAILS(NULL, infer_engine_tokenize(NULL, "a", 1, 1, 1, ids, 8, &n), INFER_ERR_INVALID_ARGUMENT);
   CHECK_FAILS(NULL, infer_engine_detokenize(NULL, ids, 0, 0, buf, sizeof buf, &n), INFER_ERR_INVALID_ARGUMENT);
   CHECK_FAILS(NULL, infer_engine_apply_chat_template(NULL, &msg, 1, 1, buf, sizeof buf, &n), INFER_ERR_INVALID_ARGUMENT);
+  CHECK_FAILS(NULL, infer_engine_apply_chat_template_json(NULL, "{}", buf, sizeof buf, &n), INFER_ERR_INVALID_ARGUMENT);
   metrics.struct_size = sizeof metrics;
   CHECK_FAILS(NULL, infer_result_metrics(NULL, &metrics), INFER_ERR_INVALID_ARGUMENT);
 
@@ -914,6 +915,48 @@ static void case_text(void) {
       infer_result_destroy(res);
       infer_engine_destroy(e);
     }
+  }
+  /* A Jinja template given as text, with extra variables: a conversation in JSON reaches it with
+   * every key (tools, a tool call); a raising template's message comes back; bad JSON and a
+   * template that does not parse are invalid arguments. */
+  {
+    static const char *tmpl =
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}"
+        "{% if m.tool_calls %} calls {{ m.tool_calls[0].function.name }}{% endif %}]{% endfor %}"
+        "{% if tools %} tools={{ tools|length }}{% endif %} think={{ enable_thinking }}"
+        "{% if messages|length > 3 %}{{ raise_exception('too long: ' ~ messages|length) }}{% endif %}";
+    static const char *conv =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"\", "
+        "\"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {}}}]}], \"tools\": [{}, {}]}";
+    static const char *too_long = "{\"messages\": [{}, {}, {}, {}]}";
+    char out[512];
+    infer_engine_params p;
+    infer_engine *je = NULL;
+    infer_engine_params_init(&p);
+    p.model_path = g_model;
+    p.n_threads = 2;
+    p.kv_cache_tokens = 4096;
+    p.chat_template_text = tmpl;
+    p.chat_template_variables = "{\"enable_thinking\": false}";
+    CHECK_OK(NULL, infer_engine_create(&p, &je));
+    if (je) {
+      infer_model_info mi;
+      mi.struct_size = sizeof mi;
+      CHECK_OK(je, infer_engine_model_info(je, &mi));
+      CHECK(strcmp(mi.chat_template, "jinja") == 0);
+      CHECK_OK(je, infer_engine_apply_chat_template_json(je, conv, out, sizeof out, &len));
+      CHECK(strcmp(out, "<s>[user:Hi][assistant: calls f] tools=2 think=False") == 0);
+      CHECK_FAILS(je, infer_engine_apply_chat_template_json(je, too_long, out, sizeof out, &len), INFER_ERR_INVALID_ARGUMENT);
+      CHECK(strstr(infer_engine_error(je), "raise_exception: too long: 4") != NULL);
+      CHECK_FAILS(je, infer_engine_apply_chat_template_json(je, "{\"messages\": [", out, sizeof out, &len), INFER_ERR_INVALID_ARGUMENT);
+      CHECK_FAILS(je, infer_engine_apply_chat_template_json(je, NULL, out, sizeof out, &len), INFER_ERR_INVALID_ARGUMENT);
+      infer_engine_destroy(je);
+    }
+    p.chat_template_text = "{% for %}";
+    CHECK(infer_engine_create(&p, &je) == INFER_ERR_INVALID_ARGUMENT && strstr(infer_last_error(), "line 1") != NULL);
+    p.chat_template_text = tmpl;
+    p.chat_template = "chatml";
+    CHECK(infer_engine_create(&p, &je) == INFER_ERR_INVALID_ARGUMENT);
   }
 }
 

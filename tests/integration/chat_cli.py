@@ -17,7 +17,12 @@ no chat template; rebuilt with infer-make-model from tests/data/models/make-mode
   - --json -p prints one JSON object per turn: the answer's text (as streamed without --json),
     its ids, finish_reason and metrics;
   - an unknown --chat-template, a model without a template and no override, and a full context
-    exit 1 with a clear message; --chat-template-list names the formats.
+    exit 1 with a clear message; --chat-template-list names the formats;
+  - --render prints a conversation file as a --chat-template-file template renders it, byte for
+    byte as Python's jinja2 renders it (transformers' configuration, from jinja_reference.py),
+    tool calls and extra keywords included, and nothing else; a template that raises, one that
+    does not parse and a model without a template exit 1 with one line on stderr; a turn chats
+    through a --chat-template-file template (--show-prompt prints jinja2's rendering).
 
 usage: chat_cli.py BIN_DIR REPO_ROOT
 """
@@ -193,6 +198,57 @@ with tempfile.TemporaryDirectory() as tmp:
     out, _ = run([tool("infer-chat"), "--chat-template-list"])
     check(out.split() == ["chatml", "gemma", "llama2", "llama3", "mistral-v3", "mistral-v7", "mistral-v7-tekken", "zephyr"],
           f"--chat-template-list: {out!r}")
+
+    # --render and --chat-template-file, against jinja2.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jinja_reference  # noqa: E402  (the same jinja2 configuration as the template comparison)
+    env = jinja_reference.reference_environment()
+    templates = os.path.join(root, "tests/data/chat_templates")
+    qwen = os.path.join(templates, "Qwen-Qwen2.5-7B-Instruct.jinja")
+    with open(os.path.join(templates, "conversations.json"), encoding="utf-8") as f:
+        conversations = {c["name"]: c for c in json.load(f)}
+    for name in ("multi_turn", "tools", "unicode"):
+        case = conversations[name]
+        conversation = {"messages": case["messages"], "add_generation_prompt": True}
+        if "tools" in case:
+            conversation["tools"] = case["tools"]
+        conv_path = os.path.join(tmp, f"{name}.json")
+        with open(conv_path, "w", encoding="utf-8") as f:
+            json.dump(conversation, f, ensure_ascii=False)
+        p = subprocess.run([tool("infer-chat"), "-m", model, "--render", conv_path, "--chat-template-file", qwen],
+                           capture_output=True, timeout=600)
+        with open(qwen, encoding="utf-8") as f:
+            expected = env.from_string(f.read()).render(**jinja_reference.variables(
+                {"bos_token": "<s>", "eos_token": "</s>"}, dict(case, add_generation_prompt=[True]), True))
+        check(p.returncode == 0 and p.stdout.decode("utf-8") == expected and p.stderr == b"",
+              f"--render {name}: exit {p.returncode}, {p.stdout[:200]!r} {p.stderr[-300:]!r}, expected {expected[:200]!r}")
+    # Extra keywords reach the template (Qwen3's enable_thinking).
+    qwen3 = os.path.join(templates, "Qwen-Qwen3-0.6B.jinja")
+    conv_path = os.path.join(tmp, "thinking.json")
+    with open(conv_path, "w", encoding="utf-8") as f:
+        json.dump({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": True, "enable_thinking": False}, f)
+    out, _ = run([tool("infer-chat"), "-m", model, "--render", conv_path, "--chat-template-file", qwen3])
+    check(out.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), f"--render enable_thinking=false: {out!r}")
+    # Errors: one line on stderr, exit 1.
+    gemma2 = os.path.join(templates, "google-gemma-2-2b-it.jinja")
+    out, err = run([tool("infer-chat"), "-m", model, "--render", os.path.join(tmp, "multi_turn.json"), "--chat-template-file", gemma2],
+                   expect_rc=1)
+    check(out == "" and err.count("\n") == 1 and "raise_exception: System role not supported" in err, f"--render raising: {err!r}")
+    broken = os.path.join(tmp, "broken.jinja")
+    with open(broken, "w") as f:
+        f.write("{% for m in messages %}\n{{ m.content }\n{% endfor %}")
+    out, err = run([tool("infer-chat"), "-m", model, "--render", conv_path, "--chat-template-file", broken], expect_rc=1)
+    check(out == "" and err.count("\n") == 1 and "line 2" in err, f"--render broken template: {err!r}")
+    out, err = run([tool("infer-chat"), "-m", model, "--render", conv_path], expect_rc=1)
+    check(out == "" and err.count("\n") == 1 and "no chat template" in err, f"--render without a template: {err!r}")
+    run([tool("infer-chat"), "-m", model, "--chat-template", "chatml", "--chat-template-file", qwen, "-p", "x"], expect_rc=2)
+    # A turn through the template file: the prompt is jinja2's rendering.
+    out, err = run([tool("infer-chat"), "-m", model, "--chat-template-file", qwen, "--show-prompt", "--temp", "0", "-n", "4",
+                    "-t", "2", "-p", "Hi"])
+    with open(qwen, encoding="utf-8") as f:
+        expected = env.from_string(f.read()).render(messages=[{"role": "user", "content": "Hi"}], tools=None, documents=None,
+                                                     add_generation_prompt=True, bos_token="<s>", eos_token="</s>")
+    check(err.startswith(expected + "infer-chat: turn 1:"), f"--chat-template-file turn: {err[:400]!r}")
 
 for f in failures:
     print("FAIL:", f)

@@ -11,6 +11,11 @@ against llama.cpp's results in tests/data/real-models/ (tests/reference/make-rea
     llama.cpp's (flash-attention) choice is among our 3 most likely with a log-probability at most
     1 below our choice's (infer-generate --top-probs);
   - for the instruction-tuned SmolLM2, at least one answer stops at the end-of-turn token;
+  - the models chat through their own templates: infer-chat --render prints SmolLM2's Jinja
+    template (read from its GGUF file) exactly as Python's jinja2 renders it, in transformers'
+    configuration; Gemma 3 270M has none (the gemma format applies), and its family's Jinja
+    template (Gemma 3 1B's, which writes <bos> itself) gives the same prompt tokens and the same
+    greedy answer as the gemma format: the BOS is neither doubled nor lost;
   - perplexity on tests/data/text/corpus.txt (-c 512, 4 chunks) is below llama.cpp's figure
     plus 1%, and within 1% of it.
 
@@ -20,12 +25,19 @@ itself skipped (exit 77), never passed.
 
 usage: real_models.py BIN_DIR REPO_ROOT
 """
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 bin_dir, root = sys.argv[1:3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(root, "scripts"))
+import gguf_kv  # noqa: E402  (scripts/: the GGUF key/value reader)
+import jinja_reference  # noqa: E402  (jinja2 configured as transformers configures it)
+
 data = os.path.join(root, "tests/data/real-models")
 cache = os.environ.get("LIBINFER_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "libinfer")
@@ -108,6 +120,38 @@ for row in read_tsv("answers.tsv"):
 check(stopped_at_eot["smollm2"] > 0, "smollm2: no answer stopped at the end-of-turn token")
 for v in verdicts:
     print(v)
+
+# The models' own templates (jinja2 is the reference).
+env = jinja_reference.reference_environment()
+kv = {k: v for k, _, v in gguf_kv.read_kv(models["smollm2"])}
+tokens = kv["tokenizer.ggml.tokens"][1]
+smol_template = kv["tokenizer.chat_template"]
+conversation = {"messages": [{"role": "user", "content": "What is the capital of France?"},
+                             {"role": "assistant", "content": "Paris."}, {"role": "user", "content": "And of Italy?"}],
+                "add_generation_prompt": True}
+with tempfile.TemporaryDirectory() as tmp:
+    conv_path = os.path.join(tmp, "conversation.json")
+    with open(conv_path, "w") as f:
+        json.dump(conversation, f)
+    out, _ = run([tool("infer-chat"), "-m", models["smollm2"], "--render", conv_path])
+    expected = env.from_string(smol_template).render(
+        **conversation, tools=None, documents=None, bos_token=tokens[kv["tokenizer.ggml.bos_token_id"]],
+        eos_token=tokens[kv["tokenizer.ggml.eos_token_id"]])
+    check(out == expected, f"smollm2: --render {out!r} differs from jinja2's {expected!r}")
+    print(f"smollm2  --render of the GGUF's template equals jinja2's ({len(out)} bytes)")
+
+gemma_template = os.path.join(root, "tests/data/chat_templates/google-gemma-3-1b-it.jinja")
+answers = []
+for how in (["--chat-template", "gemma"], ["--chat-template-file", gemma_template]):
+    out, err = run([tool("infer-chat"), "-m", models["gemma3"], "--temp", "0", "-n", "16", "-t", "2", "--json", "--show-prompt",
+                    "-p", "Name three colours."] + how)
+    answers.append((json.loads(out.splitlines()[0]), err[: err.index("infer-chat: turn 1:")]))
+(fmt, fmt_prompt), (tpl, tpl_prompt) = answers
+check(tpl_prompt == "<bos>" + fmt_prompt, f"gemma3: the Jinja rendering {tpl_prompt!r} is not <bos> + {fmt_prompt!r}")
+check(tpl["metrics"]["prompt_tokens"] == fmt["metrics"]["prompt_tokens"] and tpl["ids"] == fmt["ids"],
+      f"gemma3: prompt tokens / answers differ between the Jinja template ({tpl['metrics']['prompt_tokens']}, {tpl['ids']}) "
+      f"and the gemma format ({fmt['metrics']['prompt_tokens']}, {fmt['ids']})")
+print(f"gemma3   Jinja template and gemma format: {fmt['metrics']['prompt_tokens']} prompt tokens each, same answer")
 
 for row in read_tsv("reference.tsv"):
     name = row["model"]

@@ -371,6 +371,36 @@ def test_chat_without_a_template_is_not_found_and_an_unknown_name_is_refused(eng
     assert e.value.status == "INFER_ERR_INVALID_ARGUMENT"
 
 
+def test_a_jinja_template_renders_as_jinja2_renders_it_with_tools_and_keywords(model_path):
+    """chat_template_text, chat_template_variables and apply_chat_template(**variables) against
+    Python's jinja2 in transformers' configuration (tests/integration/jinja_reference.py)."""
+    pytest.importorskip("jinja2")
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    sys.path.insert(0, os.path.join(root, "tests", "integration"))
+    import jinja_reference
+
+    with open(os.path.join(root, "tests", "data", "chat_templates", "Qwen-Qwen3-0.6B.jinja"), encoding="utf-8") as f:
+        template = f.read()
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    messages = [{"role": "user", "content": "2 + 3?"},
+                {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "add", "arguments": {"a": 2, "b": 3}}}]},
+                {"role": "tool", "content": "5"}]
+    reference = jinja_reference.reference_environment().from_string(template)
+    with libinfer.Engine(model_path, threads=2, chat_template_text=template,
+                         chat_template_variables={"enable_thinking": False}) as e:
+        assert e.model_info().chat_template == "jinja"
+        got = e.apply_chat_template(messages, tools=tools)
+        assert got == reference.render(messages=messages, tools=tools, documents=None, add_generation_prompt=True,
+                                       bos_token="<s>", eos_token="</s>", enable_thinking=False)
+        pairs = [("user", "Hi")]
+        assert e.apply_chat_template(pairs) == reference.render(
+            messages=[{"role": "user", "content": "Hi"}], tools=None, documents=None, add_generation_prompt=True,
+            bos_token="<s>", eos_token="</s>", enable_thinking=False)
+    with pytest.raises(libinfer.InferError) as err:
+        libinfer.Engine(model_path, chat_template_text="{% if %}")
+    assert err.value.status == "INFER_ERR_INVALID_ARGUMENT"
+
+
 # ---- logprobs ---------------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 import atexit
 import ctypes
+import json
 import weakref
 
 from . import _lib
@@ -91,6 +92,14 @@ def set_log_level(level):
         raise InferError(rc, f"log level {level!r} out of range", "set_log_level")
 
 
+def _message_dict(m):
+    """A message as the JSON object of a conversation: a dict as it is, a pair as role and content."""
+    if isinstance(m, dict):
+        return dict(m)
+    role, content = m
+    return {"role": str(role), "content": str(content)}
+
+
 def _messages_array(messages):
     """(ctypes array, keep-alive bytes) from dicts {"role","content"} or (role, content) pairs."""
     pairs = []
@@ -160,6 +169,8 @@ class Engine:
         price_per_hour=None,
         metrics_window=None,
         chat_template=None,
+        chat_template_text=None,
+        chat_template_variables=None,
         on_load_progress=None,
     ):
         self._handle = None
@@ -194,10 +205,16 @@ class Engine:
             p.kv_type = _choice(kv_type, _KV_TYPES, "kv_type")
         if weight_type is not None:
             p.weight_type = _choice(weight_type, _WEIGHT_TYPES, "weight_type")
-        template = None
+        template = template_text = template_vars = None
         if chat_template is not None:
             template = str(chat_template).encode()
             p.chat_template = template
+        if chat_template_text is not None:
+            template_text = str(chat_template_text).encode()
+            p.chat_template_text = template_text
+        if chat_template_variables is not None:
+            template_vars = json.dumps(dict(chat_template_variables)).encode()
+            p.chat_template_variables = template_vars
         progress = None
         if on_load_progress is not None:
             if not callable(on_load_progress):
@@ -387,8 +404,20 @@ class Engine:
             _guess(len(ids) * 4),
         )
 
-    def apply_chat_template(self, messages, add_generation_prompt=True):
-        """The conversation as the engine's chat template renders it (what chat() tokenizes)."""
+    def apply_chat_template(self, messages, add_generation_prompt=True, **variables):
+        """The conversation as the engine's chat template renders it (what chat() tokenizes):
+        the model's Jinja template as transformers renders it. messages are (role, content)
+        pairs or dicts; dicts may carry more (tool_calls, ...), and keyword arguments become
+        template variables (tools=[...], enable_thinking=False), as in transformers."""
+        if variables or any(isinstance(m, dict) and set(m) - {"role", "content"} for m in messages):
+            conversation = {"messages": [_message_dict(m) for m in messages],
+                            "add_generation_prompt": bool(add_generation_prompt), **variables}
+            text = json.dumps(conversation, ensure_ascii=False).encode()
+            return self._sized_text(
+                lambda buf, cap, ln: self._lib.infer_engine_apply_chat_template_json(self._live(), text, buf, cap, ln),
+                "apply_chat_template",
+                _guess(len(text) * 2 + 256),
+            )
         arr, n, _strings = _messages_array(messages)
         return self._sized_text(
             lambda buf, cap, ln: self._lib.infer_engine_apply_chat_template(

@@ -73,6 +73,8 @@ class EngineParams(ctypes.Structure):
         ("on_load_progress", PROGRESS_CALLBACK),
         ("progress_user_data", c_void_p),
         ("priority_preemption", c_int32),
+        ("chat_template_text", c_char_p),
+        ("chat_template_variables", c_char_p),
     ]
 
 
@@ -253,6 +255,10 @@ _FUNCTIONS = {
     "infer_engine_apply_chat_template": (
         c_int,
         [ENGINE_P, POINTER(ChatMessage), c_size_t, c_int, ctypes.c_char_p, c_size_t, POINTER(c_size_t)],
+    ),
+    "infer_engine_apply_chat_template_json": (
+        c_int,
+        [ENGINE_P, c_char_p, ctypes.c_char_p, c_size_t, POINTER(c_size_t)],
     ),
     "infer_chat_template_name": (c_char_p, [c_size_t]),
 }

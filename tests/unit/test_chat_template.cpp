@@ -244,7 +244,7 @@ TEST_CASE("the end of turn of a Jinja template is what it writes after an assist
   CHECK(eot("{{ raise_exception('no') }}") == "</s>");
 }
 
-TEST_CASE("Jinja template errors name the line; raise_exception gives the template's message", "[chat]") {
+TEST_CASE("Jinja template errors name the line, and raise_exception gives the template's message", "[chat]") {
   auto broken = ChatTemplate::from_jinja("line one\n{% for m in messages %}\n{{ m.content }", "", "");
   REQUIRE_FALSE(broken.ok());
   CHECK(broken.status().code() == StatusCode::invalid_argument);
@@ -263,7 +263,7 @@ TEST_CASE("Jinja template errors name the line; raise_exception gives the templa
   CHECK(*strict->render(tool, false) == "\nok");
 }
 
-TEST_CASE("render_json passes every key as a variable; extra variables and the clock reach the template", "[chat]") {
+TEST_CASE("render_json passes every key as a variable, and extra variables and the clock reach the template", "[chat]") {
   auto t = ChatTemplate::from_jinja("{{ messages[0].tool_calls[0].function.name }}|{{ tools|length }}|{{ enable_thinking }}|"
                                     "{{ add_generation_prompt }}|{{ strftime_now('%d %b %Y') }}",
                                     "", "");

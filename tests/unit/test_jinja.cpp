@@ -118,7 +118,7 @@ TEST_CASE("strftime_now formats the clock of the render options", "[jinja]") {
   CHECK(*render("{{ strftime_now('%Y-%m-%d %H:%M') }}|{{ strftime_now('%d %b %Y') }}", {}, o) == "2024-02-29 13:05|29 Feb 2024");
 }
 
-TEST_CASE("a parsed template renders the same twice; values shared between renders are not changed", "[jinja]") {
+TEST_CASE("a parsed template renders the same twice, and values shared between renders are not changed", "[jinja]") {
   auto t = Template::parse("{% set g = xs|select('odd') %}{{ g|list }}{{ g|list }}{% set ns = namespace(n=0) %}"
                            "{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}{% set ns.me = ns %}");
   REQUIRE(t.ok());

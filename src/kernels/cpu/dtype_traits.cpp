@@ -20,7 +20,7 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::f16, .to_float_ref = dequantize_f16_ref, .to_float_avx2 = dequantize_f16_avx2,
      .from_float = round_activations_f16, .from_float_activation = round_activations_f16, .vec_dot_type = DType::f16,
      .dot_ref = qdot_f16_ref, .dot_avx2 = qdot_f16_avx2, .gemm_avx2 = &qgemm_f16_avx2,
-     .gemm_avx512 = &qgemm_f16_avx512},
+     .gemm_avx512 = &qgemm_f16_avx512, .load_packing = &qgemm_f16_pairs_avx512},
     {.type = DType::q4_0, .to_float_ref = dequantize_q4_0_ref, .to_float_avx2 = dequantize_q4_0_avx2,
      .from_float = quantize_row_q4_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q4_0_ref,
      .dot_avx2 = qdot_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512,
@@ -58,7 +58,7 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::bf16, .to_float_ref = dequantize_bf16_ref, .to_float_avx2 = dequantize_bf16_avx2,
      .from_float = round_activations_bf16, .from_float_activation = round_activations_bf16,
      .vec_dot_type = DType::bf16, .dot_ref = qdot_bf16_ref, .dot_avx2 = qdot_bf16_avx2, .gemm_avx2 = &qgemm_bf16_avx2,
-     .gemm_avx512 = &qgemm_bf16_avx512},
+     .gemm_avx512 = &qgemm_bf16_avx512, .load_packing = &qgemm_bf16_pairs_avx512},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

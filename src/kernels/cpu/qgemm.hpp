@@ -67,5 +67,9 @@ extern const QGemmKernel qgemm_f16_avx2;
 extern const QGemmKernel qgemm_bf16_avx2;
 extern const QGemmKernel qgemm_f16_avx512;
 extern const QGemmKernel qgemm_bf16_avx512;
+// F16 and BF16 weights packed at load: pairs of rows interleaved by chunk (qgemm_half_avx512.cpp);
+// CpuIsa::avx512.
+extern const QGemmKernel qgemm_f16_pairs_avx512;
+extern const QGemmKernel qgemm_bf16_pairs_avx512;
 
 }  // namespace infer

@@ -23,6 +23,8 @@ usage: benchmarks/quant/accuracy.py [-b BUILD_DIR] [--chunks N] [-t THREADS] [--
 """
 import argparse
 import datetime
+import json
+import math
 import os
 import re
 import subprocess
@@ -89,7 +91,6 @@ def theirs(model, base_logits, extra=()):
 def bench(model, extra=()):
     out = run([os.path.join(bin_dir, "infer-bench"), "-m", model, "-p", "512", "-n", "128", "-r", "2", "-t",
                str(args.threads), "--json", *extra]).stdout
-    import json
     rows = json.loads(out)
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
@@ -97,11 +98,12 @@ def bench(model, extra=()):
 
 
 def inspect(path):
-    """(parameters, tensor MiB, bits per weight, {type: tensors}) as infer-inspect totals them."""
+    """(parameters, tensor MiB, bits per weight, {tensor: (type, elements)}) as infer-inspect lists them."""
     out = run([os.path.join(bin_dir, "infer-inspect"), path]).stdout
     m = re.search(r"totals:\s+\d+ tensors, (\d+) parameters, \d+ bytes \(([\d.]+) MiB\), ([\d.]+) bits per weight", out)
-    types = {t: int(n) for t, n in re.findall(r"^  (\w+)\s+(\d+) tensors", out, re.M)}
-    return int(m.group(1)), float(m.group(2)), float(m.group(3)), types
+    tensors = {name: (t, math.prod(int(x) for x in shape.split(",")))
+               for name, t, shape in re.findall(r"^  (\S+\.weight)\s+(\w+)\s+\[([\d, ]+)\]", out, re.M)}
+    return int(m.group(1)), float(m.group(2)), float(m.group(3)), tensors
 
 
 def fmt(r, key, spec):
@@ -116,8 +118,8 @@ for name in args.models.split(","):
     base = os.path.join(args.work, f"{name}-f16.gguf")
     if not os.path.exists(base):
         run([os.path.join(llama_bin, "llama-quantize"), "--allow-requantize", src, base, "F16", "2"])
-    src_types = {t for t in inspect(src)[3] if t.startswith("Q")}
-    base_logits = os.path.join(args.work, f"{name}-f16.kld")
+    src_tensors = inspect(src)[3]
+    base_logits = os.path.join(args.work, f"{name}-f16-c512x{args.chunks}.kld")
     if not os.path.exists(base_logits):
         run([os.path.join(llama_bin, "llama-perplexity"), "-m", base, "-f", corpus, "--kl-divergence-base",
              base_logits, *ctx])
@@ -142,9 +144,10 @@ for name in args.models.split(","):
             if with_imatrix:
                 cmd += ["--imatrix", imatrix]
             run(cmd)
-            _, mib, bits, types = inspect(q)
-            shared = sorted(set(types) & src_types)
-            note = f"{', '.join(shared)} tensors re-quantized into the source's grid" if shared else ""
+            _, mib, bits, tensors = inspect(q)
+            # Weights that land back in the type they had in the packaged file lose nothing.
+            back = sum(n for k, (ty, n) in tensors.items() if ty.startswith("Q") and src_tensors.get(k, ("",))[0] == ty)
+            note = f"{100 * back / n_params:.0f}% of the weights back in their source type" if back else ""
             rows.append((t + (" + imatrix" if with_imatrix else ""), (mib, bits), ours(q, base),
                          theirs(q, base_logits), speed(q), note))
     for w in [w for w in args.weight_types.split(",") if w]:

@@ -1,17 +1,19 @@
 // Weight blocks decoded on the device, element by element, as the CPU's scalar dequantizers
 // (kernels/cpu/dtype_traits.cpp, quant/) read them: GGUF's F32, F16, BF16, Q4_0, Q8_0, Q4_K and
 // Q6_K layouts. elem(block, j) is element j of the block, in float, computed as the reference
-// computes it (the products in the reference's order, so the values are bit-identical).
+// computes it (the products in the reference's order, so the values are bit-identical). Host and
+// device functions: tests/cuda/test_cuda_host.cpp checks them on the CPU, without a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace infer::cuda {
 
-__device__ __forceinline__ float half_at(const uint8_t* p) {
+__host__ __device__ __forceinline__ float half_at(const uint8_t* p) {
   __half h;
   memcpy(&h, p, 2);
   return __half2float(h);
@@ -19,28 +21,30 @@ __device__ __forceinline__ float half_at(const uint8_t* p) {
 
 struct BlockF32 {
   static constexpr int kElems = 1, kBytes = 4;
-  __device__ static float elem(const uint8_t* b, int) { float f; memcpy(&f, b, 4); return f; }
+  __host__ __device__ static float elem(const uint8_t* b, int) { float f; memcpy(&f, b, 4); return f; }
 };
 struct BlockF16 {
   static constexpr int kElems = 1, kBytes = 2;
-  __device__ static float elem(const uint8_t* b, int) { return half_at(b); }
+  __host__ __device__ static float elem(const uint8_t* b, int) { return half_at(b); }
 };
 struct BlockBF16 {
   static constexpr int kElems = 1, kBytes = 2;
-  __device__ static float elem(const uint8_t* b, int) {
+  __host__ __device__ static float elem(const uint8_t* b, int) {
     const uint32_t bits = static_cast<uint32_t>(b[0] | (b[1] << 8)) << 16;
-    return __uint_as_float(bits);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
   }
 };
 // Q8_0: F16 d, 32 int8: x = d * q.
 struct BlockQ8_0 {
   static constexpr int kElems = 32, kBytes = 34;
-  __device__ static float elem(const uint8_t* b, int j) { return half_at(b) * static_cast<float>(static_cast<int8_t>(b[2 + j])); }
+  __host__ __device__ static float elem(const uint8_t* b, int j) { return half_at(b) * static_cast<float>(static_cast<int8_t>(b[2 + j])); }
 };
 // Q4_0: F16 d, 16 bytes of nibbles (low nibbles: elements 0-15, high: 16-31): x = d * (q - 8).
 struct BlockQ4_0 {
   static constexpr int kElems = 32, kBytes = 18;
-  __device__ static float elem(const uint8_t* b, int j) {
+  __host__ __device__ static float elem(const uint8_t* b, int j) {
     const uint8_t q = b[2 + (j & 15)];
     const int v = (j < 16 ? (q & 0x0F) : (q >> 4)) - 8;
     return static_cast<float>(v) * half_at(b);
@@ -51,7 +55,7 @@ struct BlockQ4_0 {
 // x = d * sc * q - dmin * m.
 struct BlockQ4_K {
   static constexpr int kElems = 256, kBytes = 144;
-  __device__ static void scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+  __host__ __device__ static void scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
     if (j < 4) {
       sc = q[j] & 63;
       m = q[j + 4] & 63;
@@ -60,7 +64,7 @@ struct BlockQ4_K {
       m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
     }
   }
-  __device__ static float elem(const uint8_t* b, int j) {
+  __host__ __device__ static float elem(const uint8_t* b, int j) {
     const float d = half_at(b), dmin = half_at(b + 2);
     const int g = j / 64, l = j % 64;
     const int is = 2 * g + (l >= 32 ? 1 : 0);
@@ -75,7 +79,7 @@ struct BlockQ4_K {
 // two halves of 128: x = d * scale * (q - 32).
 struct BlockQ6_K {
   static constexpr int kElems = 256, kBytes = 210;
-  __device__ static float elem(const uint8_t* b, int j) {
+  __host__ __device__ static float elem(const uint8_t* b, int j) {
     const int half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
     const uint8_t* ql = b + 64 * half;
     const uint8_t* qh = b + 128 + 32 * half;

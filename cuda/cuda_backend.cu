@@ -74,7 +74,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int index) {
   // GeGLU reads ggml's F16 table of GELU values, as the CPU does (kernels/cpu/ops.hpp).
   const size_t table_bytes = ((1u << 16) + 1) * sizeof(uint16_t);
   INFER_ASSIGN_OR_RETURN(be->gelu_, device_alloc(table_bytes));
-  INFER_RETURN_IF_ERROR(check(cudaMemcpy(be->gelu_.data(), gelu_f16_table(), table_bytes, cudaMemcpyHostToDevice), "uploading the GELU table"));
+  // The stream does not synchronize with the legacy default stream: copies go on it, then wait.
+  INFER_RETURN_IF_ERROR(check(cudaMemcpyAsync(be->gelu_.data(), gelu_f16_table(), table_bytes, cudaMemcpyHostToDevice, be->stream_),
+                              "uploading the GELU table"));
+  INFER_RETURN_IF_ERROR(check(cudaStreamSynchronize(be->stream_), "uploading the GELU table"));
   return Result<std::unique_ptr<CudaBackend>>(std::move(be));
 }
 
@@ -101,7 +104,8 @@ Result<AlignedBuffer> CudaBackend::allocate(size_t bytes) {
 Result<AlignedBuffer> CudaBackend::allocate_kv(size_t bytes) {
   INFER_RETURN_IF_ERROR(activate());
   INFER_ASSIGN_OR_RETURN(AlignedBuffer b, device_alloc(bytes));
-  INFER_RETURN_IF_ERROR(check(cudaMemset(b.data(), 0, bytes), "zeroing the KV pool"));
+  INFER_RETURN_IF_ERROR(check(cudaMemsetAsync(b.data(), 0, bytes, stream_), "zeroing the KV pool"));
+  INFER_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream_), "zeroing the KV pool"));
   return Result<AlignedBuffer>(std::move(b));
 }
 
@@ -126,7 +130,9 @@ Result<TensorView> CudaBackend::prepare_weight(const TensorView& w) {
   INFER_RETURN_IF_ERROR(activate());
   const size_t bytes = static_cast<size_t>(w.nbytes());
   INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, device_alloc(bytes ? bytes : 1));
-  INFER_RETURN_IF_ERROR(check(cudaMemcpy(buf.data(), w.data, bytes, cudaMemcpyHostToDevice), "uploading a weight"));
+  // From pageable memory cudaMemcpy may return before the data lands: copy on the stream, wait.
+  INFER_RETURN_IF_ERROR(check(cudaMemcpyAsync(buf.data(), w.data, bytes, cudaMemcpyHostToDevice, stream_), "uploading a weight"));
+  INFER_RETURN_IF_ERROR(check(cudaStreamSynchronize(stream_), "uploading a weight"));
   TensorView d = w;
   d.data = buf.data();
   d.device = Device::cuda;

@@ -7,6 +7,7 @@
 //     heuristic with split-K allowed), the library's peak for the same shape.
 // Inputs are random (never zeros). usage: infer-bench-gpu [--json FILE] [--shapes NIN:NOUT,...]
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -44,6 +45,14 @@ __global__ void fill_kernel(float* p, size_t n, uint32_t seed) {
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
     h ^= h >> 16;
     p[i] = static_cast<float>(h & 0xffff) / 65536.0f - 0.5f;
+  }
+}
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 16;
+    p[i] = __float2bfloat16_rn(static_cast<float>(h & 0xffff) / 65536.0f - 0.5f);
   }
 }
 
@@ -155,6 +164,7 @@ int main(int argc, char** argv) {
         // cuBLASLt alone: BF16 activations, its first heuristic.
         void* xb = nullptr;
         CK(cudaMalloc(&xb, static_cast<size_t>(n_in * rows) * 2));
+        fill_bf16_kernel<<<1024, 256, 0, s>>>(static_cast<__nv_bfloat16*>(xb), static_cast<size_t>(n_in * rows), 13);
         cublasLtMatmulDesc_t op;
         cublasLtMatrixLayout_t la, lb, ld;
         cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);

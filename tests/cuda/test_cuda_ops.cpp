@@ -64,6 +64,8 @@ Act act(Pair& p, int slot, int64_t cols, int64_t rows, const std::vector<float>*
     std::memset(c->data, 0xff, bytes);  // NaN
     REQUIRE(cudaMemset(g->data, 0xff, bytes) == cudaSuccess);
   }
+  // The backend's stream does not wait for the legacy stream's copies.
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return {*c, *g};
 }
 
@@ -166,6 +168,7 @@ TEST_CASE("cuda element-wise ops, RMSNorm and RoPE match the CPU within float32 
         Act tc = act(p, 4, n_rot, rows);
         auto table = host_rows(t.c);
         REQUIRE(cudaMemcpy(tc.g.data, table.data(), table.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         REQUIRE(ops::rope(p.cpu, x.c, n_heads, head_dim, n_rot, style, t.c).is_ok());
         REQUIRE(ops::rope(*p.gpu, x.g, n_heads, head_dim, n_rot, style, tc.g).is_ok());
         compare(style == ops::RopeStyle::norm ? "rope norm" : "rope neox", x, 0);
@@ -221,6 +224,7 @@ TEST_CASE("cuda embedding gather and matmul match the CPU and a float64 product 
         const int64_t r = rows - 1;
         std::vector<float> one(xs.begin() + r * n_in, xs.begin() + (r + 1) * n_in);
         REQUIRE(cudaMemcpy(x1.g.data, one.data(), one.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         REQUIRE(ops::matmul(*p.gpu, *wg, x1.g, y1.g).is_ok());
         const auto alone = back(p, y1.g);
         CHECK(std::memcmp(alone.data(), got.data() + r * n_out, static_cast<size_t>(n_out) * 4) == 0);

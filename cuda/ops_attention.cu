@@ -5,7 +5,7 @@
 // through the same tree of 8, accumulators one fma chain per element in position order; exp of
 // the rescaling factors in double rounded to float (glibc's expf is correctly rounded).
 // One block per (row, head): a row's result depends on its sequence's cache alone (batch
-// invariance). K/V types: F16, BF16, F32 (Q8_0: not yet).
+// invariance). K/V types: F16, BF16, F32 and Q8_0 (quantized as the CPU's quantize_activations_q8_0).
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -50,7 +50,7 @@ __device__ __forceinline__ int64_t row_offset(const LayerKv& kv, int32_t block, 
 
 template <class T>
 __device__ __forceinline__ float load_elem(const uint8_t* row, int i) {
-  return T::elem(row + static_cast<int64_t>(i) * T::kBytes, 0);
+  return T::elem(row + static_cast<int64_t>(i / T::kElems) * T::kBytes, i % T::kElems);
 }
 
 __device__ float exp_ggml(float x) {
@@ -159,6 +159,21 @@ __global__ void __launch_bounds__(kTile) attention_kernel(StepRows rows, LayerKv
   }
 }
 
+// One block per row: its K and V heads quantized to Q8_0, one thread per 32 values.
+__global__ void kv_write_q8_0_kernel(StepRows rows, LayerKv kv, const float* k, int64_t ks, const float* v, int64_t vs) {
+  const int r = blockIdx.x;
+  const int32_t pos = rows.ctx[r] - 1;
+  const int32_t block = rows.tables[rows.toff[kv.group * rows.n + r] + pos / kv.block_size];
+  const int32_t slot = pos % kv.block_size;
+  const int per_head = kv.head_dim / 32;
+  for (int e = threadIdx.x; e < kv.n_kv_heads * per_head; e += blockDim.x) {
+    const int h = e / per_head, b = e % per_head;
+    const int64_t off = row_offset(kv, block, h, slot) + static_cast<int64_t>(b) * cuda::BlockQ8_0::kBytes;
+    cuda::quantize_q8_0(k + r * ks + static_cast<int64_t>(h) * kv.head_dim + 32 * b, kv.k + off);
+    cuda::quantize_q8_0(v + r * vs + static_cast<int64_t>(h) * kv.head_dim + 32 * b, kv.v + off);
+  }
+}
+
 // One block per row: its K and V heads converted to the cache's type (round to nearest even).
 template <class T>
 __global__ void kv_write_kernel(StepRows rows, LayerKv kv, const float* k, int64_t ks, const float* v, int64_t vs) {
@@ -202,8 +217,9 @@ LayerKv layer_kv(const KvView& kv, int layer) {
 }
 
 Status check_kv(const KvView& kv, const char* op) {
-  if (kv.kv_type != DType::f16 && kv.kv_type != DType::bf16 && kv.kv_type != DType::f32)
-    return unsupported(std::string(op) + ": the CUDA backend reads F16, BF16 and F32 KV caches, not " + std::string(dtype_name(kv.kv_type)));
+  if (kv.kv_type != DType::f16 && kv.kv_type != DType::bf16 && kv.kv_type != DType::f32 && kv.kv_type != DType::q8_0)
+    return unsupported(std::string(op) + ": the CUDA backend reads F16, BF16, F32 and Q8_0 KV caches, not " + std::string(dtype_name(kv.kv_type)));
+  if (kv.kv_type == DType::q8_0 && kv.head_dim % 32 != 0) return unsupported(std::string(op) + ": a Q8_0 cache needs head sizes of a multiple of 32");
   if (kv.head_dim > kMaxHeadDim) return unsupported(std::string(op) + ": the CUDA kernel takes head sizes up to 256");
   return Status::ok();
 }
@@ -253,6 +269,7 @@ Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int la
   switch (kv.kv_type) {
     case DType::f32: kv_write_kernel<float><<<grid, 256, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
     case DType::bf16: kv_write_kernel<__nv_bfloat16><<<grid, 256, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
+    case DType::q8_0: kv_write_q8_0_kernel<<<grid, 128, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
     default: kv_write_kernel<__half><<<grid, 256, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
   }
   return check_launch("kv_write");
@@ -271,6 +288,9 @@ Status attention(Backend& be, const AttentionPlan& plan, const KvView& kv, int l
   switch (kv.kv_type) {
     case DType::f32:
       attention_kernel<cuda::BlockF32><<<grid, kTile, shared, c->stream()>>>(sr, lk, qp, row_floats(q), op, row_floats(out), plan.spec.n_head, plan.spec.scale);
+      break;
+    case DType::q8_0:
+      attention_kernel<cuda::BlockQ8_0><<<grid, kTile, shared, c->stream()>>>(sr, lk, qp, row_floats(q), op, row_floats(out), plan.spec.n_head, plan.spec.scale);
       break;
     case DType::bf16:
       attention_kernel<cuda::BlockBF16><<<grid, kTile, shared, c->stream()>>>(sr, lk, qp, row_floats(q), op, row_floats(out), plan.spec.n_head, plan.spec.scale);

@@ -41,6 +41,17 @@ struct BlockQ8_0 {
   static constexpr int kElems = 32, kBytes = 34;
   __host__ __device__ static float elem(const uint8_t* b, int j) { return half_at(b) * static_cast<float>(static_cast<int8_t>(b[2 + j])); }
 };
+// The Q8_0 quantizer of the KV cache, as the CPU's quantize_activations_q8_0: amax over the 32
+// values, q = round-half-even(x * (127 / amax)), d = f16(amax / 127).
+__host__ __device__ inline void quantize_q8_0(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int j = 0; j < 32; ++j) block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(rintf(x[j] * id))));
+  const __half d = __float2half_rn(amax / 127.0f);
+  memcpy(block, &d, 2);
+}
+
 // Q4_0: F16 d, 16 bytes of nibbles (low nibbles: elements 0-15, high: 16-31): x = d * (q - 8).
 struct BlockQ4_0 {
   static constexpr int kElems = 32, kBytes = 18;

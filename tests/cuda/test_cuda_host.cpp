@@ -9,6 +9,7 @@
 
 #include "cuda/quant_blocks.cuh"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "quant/quantize_activations.hpp"
 #include "quant_test_util.hpp"
 
 using namespace infer;
@@ -51,4 +52,16 @@ TEST_CASE("the device block decoders read every uploaded weight type bit for bit
   check_type<cuda::BlockQ4_0>(DType::q4_0);
   check_type<cuda::BlockQ4_K>(DType::q4_k);
   check_type<cuda::BlockQ6_K>(DType::q6_k);
+}
+
+TEST_CASE("the device Q8_0 quantizer of the KV cache writes the CPU's bytes", "[cuda-host]") {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    auto x = test::random_floats(32 * 64, seed, -3.0f, 3.0f);
+    for (size_t i = 0; i < 32; ++i) x[i] = 0.0f;                 // an all-zero block: d = 0
+    x[40] = 0.5f, x[41] = -0.5f, x[33] = 127.0f, x[34] = 0.5f;  // ties at x * 127 / amax
+    std::vector<uint8_t> want(34 * 64), got(34 * 64);
+    quantize_activations_q8_0(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    for (size_t b = 0; b < 64; ++b) cuda::quantize_q8_0(x.data() + 32 * b, got.data() + 34 * b);
+    CHECK(got == want);
+  }
 }

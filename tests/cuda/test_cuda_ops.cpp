@@ -233,9 +233,9 @@ TEST_CASE("cuda embedding gather and matmul match the CPU and a float64 product 
   }
 }
 
-TEST_CASE("cuda paged attention and kv_write match the CPU over scrambled blocks, GQA, 512-position chunks and windows", "[cuda][ops]") {
+TEST_CASE("cuda paged attention and kv_write match the CPU over scrambled blocks, GQA, 512-position chunks, windows and every cache type", "[cuda][ops]") {
   Pair p;
-  for (DType kv_type : {DType::f16, DType::bf16, DType::f32}) {
+  for (DType kv_type : {DType::f16, DType::bf16, DType::f32, DType::q8_0}) {
     for (int window : {0, 100}) {
       INFO(dtype_name(kv_type) << " window " << window);
       const int n_kv = 2, n_head = 8, hd = 64, bs = 16;

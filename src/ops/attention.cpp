@@ -95,7 +95,7 @@ Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, co
   }
 #if INFER_WITH_CUDA
   if (be.device() == Device::cuda) {
-    INFER_RETURN_IF_ERROR(gpu::plan_attention(be, *this, r, kv));
+    INFER_RETURN_IF_ERROR(gpu::plan_attention(be, r, kv));
     n_rows = n;
     return Status::ok();
   }

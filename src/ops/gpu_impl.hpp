@@ -26,7 +26,9 @@ Status scale(Backend& be, const TensorView& x, float s);
 Status softcap(Backend& be, const TensorView& x, float cap);
 Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out);
 Status copy_rows(Backend& be, const TensorView& x, std::span<const int32_t> rows, const TensorView& out);
-Status plan_attention(Backend& be, AttentionPlan& plan, const PagedRows& rows, const KvView& kv);
+// Uploads the step's rows (positions, first visible positions, block tables) for kv_write and
+// attention, which read them from the backend's scratch.
+Status plan_attention(Backend& be, const PagedRows& rows, const KvView& kv);
 Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const TensorView& k, const TensorView& v);
 Status attention(Backend& be, const AttentionPlan& plan, const KvView& kv, int layer, const TensorView& q, const TensorView& out);
 

@@ -127,7 +127,7 @@ constexpr bool lists_every_field(const FieldSpan (&fields)[N], size_t total, siz
   X(T, batch_wait_ms) X(T, kv_cache_bytes) X(T, kv_cache_tokens) X(T, block_size) X(T, kv_type)             \
   X(T, weight_type) X(T, max_context) X(T, prefix_cache) X(T, price_per_hour) X(T, metrics_window)          \
   X(T, chat_template) X(T, on_load_progress) X(T, progress_user_data) X(T, priority_preemption)             \
-  X(T, chat_template_text) X(T, chat_template_variables)
+  X(T, chat_template_text) X(T, chat_template_variables) X(T, device)
 
 #define INFER_REQUEST_PARAMS_FIELDS(X, T)                                                                    \
   X(T, prompt) X(T, prompt_tokens) X(T, n_prompt_tokens) X(T, messages) X(T, n_messages) X(T, add_special)  \
@@ -211,6 +211,7 @@ Status to_engine_config(const infer_engine_params* in, infer::EngineConfig& conf
   config.chat_template = full.chat_template ? full.chat_template : "";
   config.chat_template_text = full.chat_template_text ? full.chat_template_text : "";
   config.chat_template_variables = full.chat_template_variables ? full.chat_template_variables : "";
+  if (full.device) config.device = full.device;
   if (full.on_load_progress)
     config.on_load_progress = [cb = full.on_load_progress, user = full.progress_user_data](double fraction) {
       cb(static_cast<float>(fraction), user);
@@ -391,6 +392,8 @@ extern "C" {
 const char* infer_version(void) { return INFER_VERSION_STRING; }
 
 int infer_version_number(void) { return INFER_VERSION_NUMBER; }
+
+int infer_cuda_device_count(void) { return infer::cuda_device_count(); }
 
 const char* infer_status_name(infer_status status) {
   switch (status) {

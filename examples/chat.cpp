@@ -46,6 +46,7 @@ constexpr const char* kUsageHead =
 constexpr const char* kUsageTail =
     "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0\n"
     "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n"
+    "  --device D           cpu (default), cuda or cuda:N: where the model computes\n"
     "A line (or -p turn) that starts with / is a command: /reset, /system TEXT, /stats, /help,\n"
     "/quit (// sends a turn that starts with /). Ctrl-C cancels the answer being generated; at the\n"
     "prompt it exits.\n";
@@ -71,6 +72,7 @@ struct Options {
   bool show_prompt = false, echo = false, json = false;
   KvType kv_type = KvType::f16;
   WeightType weight_type = WeightType::keep;
+  std::string device = "cpu";
 };
 
 Options parse(int argc, char** argv) {
@@ -101,6 +103,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(integer(1, 1024));
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
+    else if (a == "--device") o.device = cli::parse_device_name(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -270,6 +273,7 @@ int main(int argc, char** argv) {
 
   EngineConfig config = cli::one_sequence_config({}, o.threads, o.n_ctx, o.n_batch, o.kv_type);
   config.weight_type = o.weight_type;
+  config.device = o.device;
   config.chat_template = o.chat_template;
   if (!o.chat_template_file.empty()) config.chat_template_text = cli::read_text_file(kTool, o.chat_template_file);
   config.chat_template_variables = o.chat_template_kwargs;

@@ -89,6 +89,7 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
   else if (a == "--max-waiting") c.max_waiting = static_cast<int>(integer(0, 1 << 30));
   else if (a == "--price-per-hour") c.price_per_hour = parse_double(tool, usage, a, value(), 0, 1e9);
   else if (a == "--weight-type") c.weight_type = parse_weight_type(tool, usage, value());
+  else if (a == "--device") c.device = parse_device_name(tool, usage, value());
   else return false;
   return true;
 }
@@ -97,6 +98,11 @@ KvType parse_kv_type(const char* tool, const char* usage, const std::string& tex
   for (KvType t : {KvType::f16, KvType::f32, KvType::bf16, KvType::q8_0})
     if (text == kv_type_name(t)) return t;
   usage_error(tool, "--kv-type must be f16, f32, bf16 or q8_0", usage);
+}
+
+std::string parse_device_name(const char* tool, const char* usage, const std::string& text) {
+  if (!parse_device(text).ok()) usage_error(tool, "--device must be cpu, cuda or cuda:N", usage);
+  return text;
 }
 
 WeightType parse_weight_type(const char* tool, const char* usage, const std::string& text) {

@@ -57,11 +57,17 @@ inline constexpr const char* kEngineUsage =
     "  --batch-wait-ms T    an idle engine waits this long to gather a batch (default 0)\n"
     "  --max-waiting N      queued requests at most before submit fails (default 1024)\n"
     "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n"
-    "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n";
+    "  --weight-type T      keep (default), q8_0 or q4_0: quantize float weight matrices at load\n"
+    "  --device D           cpu (default), cuda or cuda:N: where the model computes\n";
 bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& config);
 
 // "--kv-type" values: f16 or f32; a usage error otherwise.
 KvType parse_kv_type(const char* tool, const char* usage, const std::string& text);
+// "--device" of the tools that take no other engine knob (the text of kEngineUsage's line).
+inline constexpr const char* kDeviceUsage = "  --device D           cpu (default), cuda or cuda:N: where the model computes\n";
+// "--device" values: cpu, cuda or cuda:N (infer::parse_device); a usage error otherwise. A device
+// this build or machine lacks is not a usage error: Engine::create says so (exit 1).
+std::string parse_device_name(const char* tool, const char* usage, const std::string& text);
 // "--weight-type" values: keep, q8_0 or q4_0; a usage error otherwise.
 WeightType parse_weight_type(const char* tool, const char* usage, const std::string& text);
 

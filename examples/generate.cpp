@@ -21,7 +21,7 @@ constexpr const char* kUsageHead =
     "                       starts with '\"', for prompts with newlines); all run at once in one\n"
     "                       engine (continuous batching); prints one JSON object per line, in input\n"
     "                       order; --stats adds the engine's statistics on stderr. The engine's knobs\n"
-    "                       (with --prompts; --weight-type also without):\n"
+    "                       (with --prompts; --weight-type, --device also without):\n"
     ;
 constexpr const char* kUsageMiddle =
     "  -n N                 tokens to generate (default -1: until end of generation or context)\n"
@@ -49,7 +49,7 @@ struct Options {
   bool ids = false, parse_special = true, ignore_eos = false;
   int top_probs = 0;
   std::string prompts_file;
-  EngineConfig engine;  // --weight-type also applies to a single prompt
+  EngineConfig engine;  // --weight-type and --device also apply to a single prompt
   bool stats = false;
   KvType kv_type = KvType::f16;
 };

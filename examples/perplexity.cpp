@@ -43,7 +43,8 @@ constexpr const char* kUsage =
     "  -c CTX       tokens per chunk (default 512)\n"
     "  --chunks N   score at most N chunks (default: all)\n"
     "  --kv-type    f16 (default), f32, bf16, q8_0\n"
-    "  --weight-type keep|q8_0|q4_0   quantize float weight matrices at load (default keep)\n";
+    "  --weight-type keep|q8_0|q4_0   quantize float weight matrices at load (default keep)\n"
+    "  --device D   cpu (default), cuda or cuda:N: where the models compute\n";
 
 struct Options {
   std::string model, text_file, kld_base, kl_base_model;
@@ -51,6 +52,7 @@ struct Options {
   int threads = 0;
   KvType kv_type = KvType::f16;
   WeightType weight_type = WeightType::keep;
+  std::string device = "cpu";
 };
 
 // Base distributions from llama-perplexity --kl-divergence-base:
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
     else if (a == "--kl-base") o.kl_base_model = next();
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
     else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
+    else if (a == "--device") o.device = cli::parse_device_name(kTool, kUsage, next());
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -209,6 +212,7 @@ int main(int argc, char** argv) {
   config.max_batch_tokens = o.n_batch;
   config.kv_type = o.kv_type;
   config.weight_type = o.weight_type;
+  config.device = o.device;
   config.prefix_cache = false;
   auto created = Engine::create(o.model, config);
   if (!created.ok()) cli::fail(kTool, created.status().message());

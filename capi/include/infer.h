@@ -163,6 +163,11 @@ typedef struct infer_engine_params {
                                         * together with chat_template; NULL = none [NULL]. Copied. */
   const char *chat_template_variables; /* a JSON object: extra variables of every Jinja rendering
                                         * ({"enable_thinking": false}); NULL = none [NULL]. Copied. */
+  const char *device;         /* where the engine computes: "cpu", "cuda" (GPU 0) or "cuda:N"; NULL =
+                               * "cpu" [NULL]. Copied. A malformed name fails infer_engine_create
+                               * with INFER_ERR_INVALID_ARGUMENT; a CUDA device in a library built
+                               * without CUDA, or one the machine lacks, with INFER_ERR_UNSUPPORTED
+                               * (see infer_cuda_device_count). */
 } infer_engine_params;
 
 /* Sets params->struct_size = struct_size and every field that lies within struct_size bytes to its
@@ -178,13 +183,17 @@ static inline void infer_engine_params_init(infer_engine_params *params) {
   infer_engine_params_init_sized(params, sizeof *params);
 }
 
+/* CUDA devices this process can use: 0 when the library was built without CUDA, or when the
+ * machine has no GPU or no driver. Thread-safe. */
+INFER_API int infer_cuda_device_count(void);
+
 /* Loads the model, plans the KV pool and starts the engine's worker. On success *out is a new
  * engine (caller frees with infer_engine_destroy); on failure *out is NULL and
  * infer_last_error() says why.
  * Returns INFER_OK; INFER_ERR_INVALID_ARGUMENT (NULL params/out/model_path, a bad knob, a
  * struct_size this library cannot read); INFER_ERR_NOT_FOUND / INFER_ERR_IO (the file);
  * INFER_ERR_MALFORMED_FILE; INFER_ERR_UNSUPPORTED (an architecture or tensor type this build
- * does not run); INFER_ERR_OUT_OF_MEMORY. */
+ * does not run, or a device it does not have); INFER_ERR_OUT_OF_MEMORY. */
 INFER_API infer_status infer_engine_create(const infer_engine_params *params, infer_engine **out);
 
 /* Cancels what is in flight (their callbacks see the final event), stops the worker and frees

@@ -39,9 +39,26 @@ enum class KvType : int { f16 = 0, f32 = 1, bf16 = 2, q8_0 = 3 };
 // "f16", "f32", "bf16", "q8_0"; "" for a value that is not a KvType.
 INFER_API const char* kv_type_name(KvType t) noexcept;
 
+// Where an engine computes (EngineConfig::device): the CPU, or CUDA GPU `index`.
+struct DeviceSpec {
+  enum class Kind : int { cpu = 0, cuda = 1 };
+  Kind kind = Kind::cpu;
+  int index = 0;  // the GPU's ordinal (cuda only)
+};
+// The device `text` names: "cpu", "cuda" (GPU 0) or "cuda:N" (N a decimal ordinal, 0 to 1023).
+// invalid_argument naming the accepted forms otherwise. Says nothing about whether this build or
+// machine has that device: Engine::create checks that.
+INFER_API Result<DeviceSpec> parse_device(std::string_view text);
+// CUDA devices this process can use: 0 when the library was built without CUDA
+// (-DINFER_CUDA=OFF), or when there is no GPU or no driver.
+INFER_API int cuda_device_count() noexcept;
+
 // The knobs (docs/tuning.md explains how to choose each).
 struct EngineConfig {
   int threads = 0;                     // compute threads; 0 = all cores
+  // "cpu", "cuda" or "cuda:N" (parse_device). A CUDA device in a build without CUDA, or one this
+  // machine does not have, makes Engine::create fail with unsupported.
+  std::string device = "cpu";
   int64_t max_batch_tokens = 512;      // rows of one step: decodes + prefill chunks
   int max_sequences = 16;              // running sequences at most
   int max_waiting = 1024;              // queued requests at most; submit fails "overloaded" beyond

@@ -26,6 +26,17 @@ Result<TensorView> Backend::activation(int slot, int64_t cols, int64_t rows) {
   return TensorView::contiguous(DType::f32, 2, {cols, rows, 1, 1}, buf.data(), device());
 }
 
+Result<float*> Backend::host_output(size_t floats) {
+  const auto bytes = checked_mul(static_cast<uint64_t>(std::max<size_t>(floats, 1)), uint64_t{sizeof(float)});
+  if (!bytes) return invalid_argument("output size overflows");
+  if (output_.size() < *bytes) {
+    auto grown = allocate_host(static_cast<size_t>(*bytes));
+    if (!grown.ok()) return grown.status();
+    output_ = std::move(grown).value();
+  }
+  return output_.as<float>();
+}
+
 CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {
   const char* env = std::getenv("INFER_REPACK");
   repack_ = !(env && std::string_view(env) == "0");
@@ -54,5 +65,13 @@ ThreadPool& cpu_pool(Backend& be) noexcept {
   assert(be.device() == Device::cpu);
   return static_cast<CpuBackend&>(be).pool();
 }
+
+#if !INFER_WITH_CUDA
+int cuda_devices() noexcept { return 0; }
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int) {
+  return unsupported("this build of libinfer has no CUDA backend (configure it with -DINFER_CUDA=ON)");
+}
+#endif
 
 }  // namespace infer

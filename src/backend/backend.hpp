@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,12 +47,22 @@ class Backend {
   // backend's memory; the KV cache (kv/kv_cache.hpp) takes it through a KvAllocator.
   virtual Result<AlignedBuffer> allocate_kv(size_t bytes) = 0;
 
+  // Host memory for at least `floats` floats that a forward step's logits go into: the backend's
+  // kernels write it (CUDA: pinned memory mapped into the device), the host reads it after
+  // synchronize(). Grown on demand, then reused; the pointer stays valid until the next call.
+  Result<float*> host_output(size_t floats);
+  // Waits until the work queued so far is done (CPU: it already is).
+  virtual Status synchronize() { return Status::ok(); }
+
  protected:
   // Device memory for activation(): `bytes` bytes, 64-byte aligned, owned by the buffer.
   virtual Result<AlignedBuffer> allocate(size_t bytes) = 0;
+  // Host memory for host_output() (the CPU's: ordinary memory).
+  virtual Result<AlignedBuffer> allocate_host(size_t bytes) { return AlignedBuffer::allocate(bytes); }
 
  private:
   std::vector<AlignedBuffer> slots_;
+  AlignedBuffer output_;
 };
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).
@@ -83,5 +94,11 @@ class CpuBackend final : public Backend {
 
 // The pool of a CPU backend (precondition: be.device() == Device::cpu).
 ThreadPool& cpu_pool(Backend& be) noexcept;
+
+// The CUDA backend (cuda/, INFER_CUDA=ON builds): CUDA devices visible (0 in a build without
+// CUDA), and a backend on device `index` (unsupported when this build has no CUDA or the machine
+// no such device; the message says which).
+int cuda_devices() noexcept;
+Result<std::unique_ptr<Backend>> make_cuda_backend(int index);
 
 }  // namespace infer

@@ -26,18 +26,36 @@ Result<AlignedBuffer> AlignedBuffer::zeros(size_t size) {
   return b;
 }
 
+AlignedBuffer AlignedBuffer::adopt(void* data, size_t size, Release release) noexcept {
+  AlignedBuffer b;
+  b.data_ = static_cast<uint8_t*>(data);
+  b.size_ = size;
+  b.release_ = release;
+  return b;
+}
+
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      release_(std::exchange(other.release_, nullptr)) {}
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    reset();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    release_ = std::exchange(other.release_, nullptr);
   }
   return *this;
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+void AlignedBuffer::reset() noexcept {
+  if (release_ && data_)
+    release_(data_);
+  else
+    std::free(data_);
+}
+
+AlignedBuffer::~AlignedBuffer() { reset(); }
 
 }  // namespace infer

@@ -1,4 +1,6 @@
-// An owning, 64-byte aligned byte buffer (cache-line and AVX-512 aligned). Move-only.
+// An owning, 64-byte aligned byte buffer (cache-line and AVX-512 aligned). Move-only. A buffer
+// may also own memory of another allocator (adopt(): device or pinned memory of a GPU backend),
+// freed by the function it came with.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,9 @@ class AlignedBuffer {
   static Result<AlignedBuffer> allocate(size_t size);
   // As allocate(), zero-filled.
   static Result<AlignedBuffer> zeros(size_t size);
+  // Takes ownership of `size` bytes at `data` (64-byte aligned), freed by release(data).
+  using Release = void (*)(void*) noexcept;
+  static AlignedBuffer adopt(void* data, size_t size, Release release) noexcept;
 
   AlignedBuffer(AlignedBuffer&& other) noexcept;
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
@@ -37,8 +42,11 @@ class AlignedBuffer {
   std::span<const uint8_t> bytes() const noexcept { return {data_, size_}; }
 
  private:
+  void reset() noexcept;
+
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  Release release_ = nullptr;  // null: std::free
 };
 
 }  // namespace infer

@@ -217,7 +217,7 @@ struct Engine::Impl {
   std::optional<KvBlockBudget> budget;  // the scheduler's view of kv
   std::optional<Scheduler> scheduler;
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<CpuBackend> backend;  // over `pool`: the forward steps' activations, weights prepared at load
+  std::unique_ptr<Backend> backend;  // over `pool`: the forward steps' activations, weights prepared at load
   int64_t max_context = 0;
   int64_t pool_tokens = 0;     // positions the full-attention pool holds
   Clock::time_point started;
@@ -259,7 +259,7 @@ struct Engine::Impl {
   std::thread worker_;
   StepPlan plan_;
   Batch batch_;
-  std::vector<float> logits_;
+  float* logits_ = nullptr;  // backend->host_output(): the step's logit rows
   std::vector<int32_t> top_scratch_;
   std::vector<Seq*> step_seqs_;      // the requests of the step in progress
   int64_t counters_steps_ = 0;       // forward passes started (the test hook's step number)
@@ -357,6 +357,15 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     if (!weight_type.ok()) return invalid_argument("EngineConfig: " + weight_type.status().message());
     if (*kv_type_name(config.kv_type) == '\0')
       return invalid_argument("EngineConfig: unknown kv_type " + std::to_string(static_cast<int>(config.kv_type)));
+    auto device = parse_device(config.device);
+    if (!device.ok()) return invalid_argument("EngineConfig.device: " + device.status().message());
+    // A device this build or machine lacks fails before the model loads.
+    std::unique_ptr<Backend> cuda_backend;
+    if (device->kind == DeviceSpec::Kind::cuda) {
+      auto be = make_cuda_backend(device->index);
+      if (!be.ok()) return be.status().with_context("EngineConfig.device " + config.device);
+      cuda_backend = std::move(be).value();
+    }
     auto progress = [&](double f) {
       if (config.on_load_progress) config.on_load_progress(f);
     };
@@ -379,7 +388,10 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
       threads = hw;
     }
     impl->pool = std::make_unique<ThreadPool>(threads);
-    impl->backend = std::make_unique<CpuBackend>(*impl->pool);
+    if (cuda_backend)
+      impl->backend = std::move(cuda_backend);
+    else
+      impl->backend = std::make_unique<CpuBackend>(*impl->pool);
     LoadOptions load;
     load.backend = impl->backend.get();
     load.weight_type = *weight_type;
@@ -448,7 +460,9 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
       impl->publish_locked();  // stats() shows the pool before the first step
       impl->counters_.threads = impl->pool->size();
     }
-    impl->logits_.resize(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
+    auto logits = impl->backend->host_output(static_cast<size_t>(config.max_sequences) * static_cast<size_t>(info.n_vocab));
+    if (!logits.ok()) return logits.status().with_context("the logits buffer");
+    impl->logits_ = *logits;
     impl->started = impl->now();
     Engine::Impl* raw = impl.get();
     impl->worker_ = std::thread([raw] { raw->worker_main(); });
@@ -869,7 +883,11 @@ bool Engine::Impl::step() {
   const size_t n_vocab = static_cast<size_t>(model->info().n_vocab);
   const size_t logit_rows = static_cast<size_t>(batch_.logit_rows());
   // Grows only for scored prompts (at most max_batch_tokens rows), once.
-  if (logits_.size() < logit_rows * n_vocab) logits_.resize(logit_rows * n_vocab);
+  Status fs = Status::ok();
+  if (auto out = backend->host_output(logit_rows * n_vocab); out.ok())
+    logits_ = *out;
+  else
+    fs = out.status();
   for (Seq* s : live_)
     if (s->sched.running && !s->scheduled_once) {
       s->scheduled_once = true;
@@ -880,7 +898,8 @@ bool Engine::Impl::step() {
   Timer t_forward;
   const int64_t step_number = counters_steps_++;
   if (hooks.before_forward) hooks.before_forward(*pool, step_number);
-  const Status fs = model->forward(batch_, kv->view(), logits_.data(), *backend);
+  if (fs.is_ok()) fs = model->forward(batch_, kv->view(), logits_, *backend);
+  if (fs.is_ok()) fs = backend->synchronize();
   const double forward_ms = t_forward.elapsed_ms();
   int64_t prompt_rows = 0;
   for (const StepEntry& e : plan_.entries) e.seq->n_computed += e.n;
@@ -902,7 +921,7 @@ bool Engine::Impl::step() {
     prompt_rows += prompt_part;
     for (int64_t p = e.first; p < e.first + e.n; ++p) {
       if (!(s->score_from >= 0 && p + 1 >= s->score_from && p + 1 < s->prompt_len)) continue;
-      const std::span<const float> row(logits_.data() + logit_row * n_vocab, n_vocab);
+      const std::span<const float> row(logits_ + logit_row * n_vocab, n_vocab);
       ++logit_row;
       // A preempted request computes these rows again, to the same values.
       const auto k = static_cast<size_t>(p + 1 - s->score_from);
@@ -910,7 +929,7 @@ bool Engine::Impl::step() {
       if (!s->prompt_logits.empty()) std::copy(row.begin(), row.end(), s->prompt_logits.begin() + static_cast<ptrdiff_t>(k * n_vocab));
     }
     if (!e.wants_logits) continue;
-    const std::span<const float> row(logits_.data() + logit_row * n_vocab, n_vocab);
+    const std::span<const float> row(logits_ + logit_row * n_vocab, n_vocab);
     ++logit_row;
     if (s->callback_failed) {
       ended.push_back({s, FinishReason::error});

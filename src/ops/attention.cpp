@@ -5,6 +5,7 @@
 #include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
+#include "ops/gpu_impl.hpp"
 #include "ops/op_util.hpp"
 
 namespace infer::ops {
@@ -92,6 +93,13 @@ Status AttentionPlan::plan(Backend& be, const PagedRows& r, const KvView& kv, co
       first[static_cast<size_t>(g) * rows.size() + j] = w > 0 && pos >= w ? pos - w + 1 : 0;
     }
   }
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) {
+    INFER_RETURN_IF_ERROR(gpu::plan_attention(be, r, kv));
+    n_rows = n;
+    return Status::ok();
+  }
+#endif
   if (be.device() != Device::cpu) return no_kernel(be, "attention");
   INFER_RETURN_IF_ERROR(cpu::plan_attention(cpu_pool(be), *this));
   n_rows = n;
@@ -116,7 +124,7 @@ Status check_step_operands(Backend& be, const AttentionPlan& plan, const KvView&
   if (a.t.shape[0] != width || a.t.shape[1] != plan.n_rows)
     return invalid_argument(std::string(op) + ": " + a.name + " " + shape_string(a.t) + " does not match the heads (" +
                             std::to_string(width) + " values) or the " + std::to_string(plan.n_rows) + " rows");
-  if (be.device() != Device::cpu) return no_kernel(be, op);
+  if (be.device() != Device::cpu && be.device() != Device::cuda) return no_kernel(be, op);
   return Status::ok();
 }
 
@@ -127,6 +135,10 @@ Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int la
   const OpTimer timer("kv_write");
   INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "kv_write", {"k", k}, {"v", v},
                                              static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim));
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) return gpu::kv_write(be, plan, kv, layer, k, v);
+#endif
+  if (be.device() != Device::cpu) return no_kernel(be, "kv_write");
   cpu::kv_write(cpu_pool(be), kv, layer, rows, k, v);
   return Status::ok();
 }
@@ -136,6 +148,10 @@ Status attention(Backend& be, const AttentionPlan& plan, const KvView& kv, int l
   const OpTimer timer("attention");
   INFER_RETURN_IF_ERROR(check_step_operands(be, plan, kv, layer, rows, "attention", {"q", q}, {"out", out},
                                              static_cast<int64_t>(plan.spec.n_head) * plan.spec.head_dim));
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) return gpu::attention(be, plan, kv, layer, q, out);
+#endif
+  if (be.device() != Device::cpu) return no_kernel(be, "attention");
   cpu::attention(cpu_pool(be), plan, kv, layer, rows, q, out);
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "ops/cpu_impl.hpp"
+#include "ops/gpu_impl.hpp"
 #include "ops/op_util.hpp"
 
 namespace infer::ops {
@@ -23,6 +24,13 @@ Status embed(Backend& be, const TensorView& table, std::span<const int32_t> toke
     cpu::embed(table, tokens, out, scale);
     return Status::ok();
   }
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda && table.device == Device::cuda) {
+    if (!gpu::can_read(table.dtype))
+      return unsupported("embed: no CUDA kernel reads weight type " + std::string(dtype_name(table.dtype)));
+    return gpu::embed(be, table, tokens, out, scale);
+  }
+#endif
   return no_kernel(be, "embed");
 }
 

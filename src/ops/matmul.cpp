@@ -4,6 +4,7 @@
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "ops/cpu_impl.hpp"
+#include "ops/gpu_impl.hpp"
 #include "ops/op_util.hpp"
 
 namespace infer::ops {
@@ -21,6 +22,13 @@ Status matmul(Backend& be, const TensorView& w, const TensorView& x, const Tenso
     cpu::matmul(cpu_pool(be), w, x, y);
     return Status::ok();
   }
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) {
+    if (!gpu::can_read(w.dtype))
+      return unsupported("matmul: no CUDA kernel reads weight type " + std::string(dtype_name(w.dtype)));
+    return gpu::matmul(be, w, x, y);
+  }
+#endif
   return no_kernel(be, "matmul");
 }
 

@@ -3,6 +3,7 @@
 #include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
+#include "ops/gpu_impl.hpp"
 #include "ops/op_util.hpp"
 
 namespace infer::ops {
@@ -19,6 +20,9 @@ Status rms_norm(Backend& be, const TensorView& x, const TensorView& w, const Ten
     cpu::rms_norm(cpu_pool(be), x, static_cast<const float*>(w.data), n, y, eps);
     return Status::ok();
   }
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) return gpu::rms_norm(be, x, w, y, eps);
+#endif
   return no_kernel(be, "rms_norm");
 }
 

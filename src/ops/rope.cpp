@@ -3,6 +3,7 @@
 #include "core/profile.hpp"
 #include "core/status_macros.hpp"
 #include "ops/cpu_impl.hpp"
+#include "ops/gpu_impl.hpp"
 #include "ops/op_util.hpp"
 
 namespace infer::ops {
@@ -18,6 +19,9 @@ Status rope_table(Backend& be, const RopeSpec& spec, std::span<const int32_t> po
     cpu::rope_table(spec, positions, table);
     return Status::ok();
   }
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) return gpu::rope_table(be, spec, positions, table);
+#endif
   return no_kernel(be, "rope_table");
 }
 
@@ -33,6 +37,9 @@ Status rope(Backend& be, const TensorView& x, int n_heads, int head_dim, int n_r
     cpu::rope(x, n_heads, head_dim, n_rot, style, table);
     return Status::ok();
   }
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) return gpu::rope(be, x, n_heads, head_dim, n_rot, style, table);
+#endif
   return no_kernel(be, "rope");
 }
 

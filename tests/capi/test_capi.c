@@ -210,6 +210,23 @@ static void case_invalid_arguments(void) {
   ep.max_sequences = 0;
   CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_INVALID_ARGUMENT);
   ep.max_sequences = 16;
+  /* Devices: a malformed name is an invalid argument; a CUDA device past the last one (every one
+   * in a build without CUDA or on a machine without a GPU) is unsupported. */
+  ep.device = "gpu";
+  CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(infer_last_error(), "device") != NULL);
+  ep.device = "cuda:1023";
+  CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_UNSUPPORTED);
+  CHECK(infer_cuda_device_count() >= 0);
+  if (infer_cuda_device_count() == 0) {
+    ep.device = "cuda";
+    CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_UNSUPPORTED);
+  }
+  ep.device = "cpu";
+  CHECK(infer_engine_create(&ep, &e) == INFER_OK);
+  infer_engine_destroy(e);
+  e = NULL;
+  ep.device = NULL;
   ep.chat_template = "no-such-format";
   CHECK(infer_engine_create(&ep, &e) != INFER_OK && infer_last_error()[0] != '\0');
   ep.chat_template = NULL;

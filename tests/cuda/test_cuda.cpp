@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   return Catch::Session().run(argc, argv);
 }
 
-TEST_CASE("the device reports sane properties", "[cuda]") {
+TEST_CASE("the device reports sane properties", "[cuda][convert]") {
   auto info = cuda::device_info(0);
   REQUIRE(info.ok());
   CHECK(!info->name.empty());
@@ -30,7 +30,7 @@ TEST_CASE("the device reports sane properties", "[cuda]") {
   CHECK_FALSE(cuda::device_info(cuda::device_count()).ok());
 }
 
-TEST_CASE("device buffers round-trip bytes and refuse out-of-range copies", "[cuda]") {
+TEST_CASE("device buffers round-trip bytes and refuse out-of-range copies", "[cuda][convert]") {
   std::vector<uint8_t> src(1 << 20);
   std::mt19937 rng(3);
   for (auto& b : src) b = static_cast<uint8_t>(rng());
@@ -43,7 +43,7 @@ TEST_CASE("device buffers round-trip bytes and refuse out-of-range copies", "[cu
   CHECK(buf->copy_from_host(src, 1).code() == StatusCode::out_of_range);
 }
 
-TEST_CASE("F16, BF16 and Q8_0 rows convert to F32 exactly as the scalar reference", "[cuda]") {
+TEST_CASE("F16, BF16 and Q8_0 rows convert to F32 exactly as the scalar reference", "[cuda][convert]") {
   const int64_t cols = 256, rows = 33;
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 2.0f);

@@ -236,6 +236,23 @@ def test_bad_arguments_are_refused_before_the_library(engine, model_path):
         engine.generate(PROMPT, messages=[("user", "hi")])
 
 
+def test_device_names_a_cpu_or_cuda_device_and_a_missing_one_raises_unsupported(library, model_path):
+    n = libinfer.cuda_device_count()
+    assert n == library.infer_cuda_device_count() and n >= 0
+    with pytest.raises(libinfer.InferError) as e:
+        libinfer.Engine(model_path, device="gpu")
+    assert e.value.status == "INFER_ERR_INVALID_ARGUMENT" and "device" in e.value.message
+    with pytest.raises(TypeError, match="device"):
+        libinfer.Engine(model_path, device=0)
+    # Past the last GPU (every one where there is none): unsupported, naming the device.
+    for device in [f"cuda:{n}"] + (["cuda"] if n == 0 else []):
+        with pytest.raises(libinfer.InferError) as e:
+            libinfer.Engine(model_path, device=device)
+        assert e.value.status == "INFER_ERR_UNSUPPORTED" and device in e.value.message
+    with libinfer.Engine(model_path, threads=1, device="cpu") as on_cpu:
+        assert on_cpu.generate(PROMPT, max_tokens=4, temperature=0).ids
+
+
 def test_a_token_outside_the_vocabulary_is_refused(engine):
     with pytest.raises(libinfer.InferError) as e:
         engine.generate([1, 10**6], max_tokens=2)

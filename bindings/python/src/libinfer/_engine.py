@@ -44,6 +44,12 @@ def library_version():
     return _lib.load().infer_version().decode()
 
 
+def cuda_device_count():
+    """CUDA devices the loaded libinfer can use: 0 when it was built without CUDA, or when the
+    machine has no GPU or no driver."""
+    return int(_lib.load().infer_cuda_device_count())
+
+
 _log_callback = None  # the CFUNCTYPE object the library holds; kept alive here
 _engines = weakref.WeakSet()  # open engines, closed at exit
 
@@ -143,7 +149,8 @@ _SAMPLING = (
 class Engine:
     """A loaded model serving requests (infer_engine). Every knob defaults to the library's
     (capi/include/infer.h, docs/tuning.md); kv_type is "f16", "f32", "bf16" or "q8_0", weight_type "keep",
-    "q8_0" or "q4_0", on_load_progress a callable receiving the fraction loaded.
+    "q8_0" or "q4_0", device "cpu", "cuda" or "cuda:N", on_load_progress a callable receiving the
+    fraction loaded.
 
     Thread-safe like the C engine: any number of threads may generate, stream and submit at once.
     close() (or leaving the with block) cancels what is in flight; it must not race other calls.
@@ -171,6 +178,7 @@ class Engine:
         chat_template=None,
         chat_template_text=None,
         chat_template_variables=None,
+        device=None,
         on_load_progress=None,
     ):
         self._handle = None
@@ -205,7 +213,12 @@ class Engine:
             p.kv_type = _choice(kv_type, _KV_TYPES, "kv_type")
         if weight_type is not None:
             p.weight_type = _choice(weight_type, _WEIGHT_TYPES, "weight_type")
-        template = template_text = template_vars = None
+        template = template_text = template_vars = device_name = None
+        if device is not None:
+            if not isinstance(device, str):
+                raise TypeError("device must be a str: 'cpu', 'cuda' or 'cuda:N'")
+            device_name = device.encode()
+            p.device = device_name
         if chat_template is not None:
             template = str(chat_template).encode()
             p.chat_template = template

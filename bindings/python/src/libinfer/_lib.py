@@ -75,6 +75,7 @@ class EngineParams(ctypes.Structure):
         ("priority_preemption", c_int32),
         ("chat_template_text", c_char_p),
         ("chat_template_variables", c_char_p),
+        ("device", c_char_p),
     ]
 
 
@@ -208,6 +209,7 @@ RESULT_P = c_void_p
 _FUNCTIONS = {
     "infer_version": (c_char_p, []),
     "infer_version_number": (c_int, []),
+    "infer_cuda_device_count": (c_int, []),
     "infer_status_name": (c_char_p, [c_int]),
     "infer_log_set_callback": (None, [LOG_CALLBACK, c_void_p]),
     "infer_log_set_level": (c_int, [c_int]),

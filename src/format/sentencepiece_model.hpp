@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "infer/status.hpp"
-#include "tokenizer/vocab.hpp"
+#include "format/vocab_fields.hpp"
 
 namespace infer {
 

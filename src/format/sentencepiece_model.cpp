@@ -1,4 +1,4 @@
-#include "tokenizer/sentencepiece_model.hpp"
+#include "format/sentencepiece_model.hpp"
 
 #include <cstring>
 
@@ -184,6 +184,21 @@ void put_float(std::string& out, uint32_t field, float f) {
 
 // Hugging Face added tokens that llama.cpp's converter makes control tokens although they are not
 // flagged special.
+// SentencePiece's space symbol U+2581 back to plain spaces.
+std::string unescape_spaces(std::string_view text) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text.substr(i, kSpace.size()) == kSpace) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
 bool looks_special(std::string_view t) {
   const auto wrapped = [&](std::string_view open, std::string_view close) {
     return t.size() >= open.size() + close.size() && t.substr(0, open.size()) == open &&

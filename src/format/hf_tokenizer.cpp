@@ -169,7 +169,6 @@ std::optional<int64_t> find_token(const VocabFields& f, const std::string& text)
 Status read_tokenizer(const std::string& dir, Metadata& md) {
   const fs::path root(dir);
   std::error_code ec;
-  const std::string arch = md.get_string("general.architecture") ? *md.get_string("general.architecture") : "";
   INFER_ASSIGN_OR_RETURN(auto config, read_json_if_present(root / "config.json"));
   const int64_t config_vocab = config ? json::get_int(*config, "vocab_size").value_or(0) : 0;
   VocabFields f;
@@ -180,8 +179,9 @@ Status read_tokenizer(const std::string& dir, Metadata& md) {
     if (!model.ok()) return model.status().with_context(path);
     auto fields = vocab_fields_from_sentencepiece(*model);
     if (!fields.ok()) return fields.status().with_context(path);
+    // (convert's Gemma3Model also forces add_space_prefix false; Gemma 3's tokenizer.model has no
+    // dummy prefix, which vocab_fields_from_sentencepiece writes as that same false.)
     f = std::move(fields).value();
-    if (arch == "gemma3") f.add_space_prefix = false;  // as convert's Gemma3Model.set_vocab
   } else if (fs::is_regular_file(root / "tokenizer.json", ec)) {
     const fs::path p = root / "tokenizer.json";
     INFER_ASSIGN_OR_RETURN(auto tok, read_json_if_present(p));

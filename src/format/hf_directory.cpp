@@ -1,6 +1,7 @@
 #include "format/hf_directory.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
@@ -120,7 +121,32 @@ float element_as_f32(DType t, const uint8_t* p, int64_t i) {
 
 struct Hparams {
   int64_t n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_kv = 0, head_dim = 0;
+  std::vector<float> rope_freqs;  // Llama 3 RoPE scaling: rope_freqs.weight, one factor per pair
 };
+
+// Llama 3's RoPE scaling as the per-pair factors convert_hf_to_gguf.py computes
+// (LlamaModel.generate_extra_tensors), in float32 as its torch code does.
+std::vector<float> llama3_rope_factors(const Json& scaling, double theta, int64_t head_dim) {
+  const float factor = static_cast<float>(json::get_number(scaling, "factor").value_or(8.0));
+  const float low = static_cast<float>(json::get_number(scaling, "low_freq_factor").value_or(1.0));
+  const float high = static_cast<float>(json::get_number(scaling, "high_freq_factor").value_or(4.0));
+  const float old_ctx = static_cast<float>(json::get_number(scaling, "original_max_position_embeddings").value_or(8192.0));
+  const float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+  std::vector<float> out;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const float freq = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(head_dim));
+    const float wavelen = static_cast<float>(2 * M_PI) / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (old_ctx / wavelen - low) / (high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
 
 // config.json → the <arch>.* keys convert_hf_to_gguf.py writes.
 Result<Hparams> translate_config(const Json& cfg, const Family& fam, const std::string& where, Metadata& md) {
@@ -165,8 +191,10 @@ Result<Hparams> translate_config(const Json& cfg, const Family& fam, const std::
   if (fam.vocab_size_key)
     if (auto v = json::get_int(cfg, "vocab_size")) md.set(a + "vocab_size", u32(*v));
 
-  // RoPE scaling: linear (as convert writes it); others are refused by name.
+  // RoPE scaling: linear (as convert writes it), Llama 3's per-pair factors; others are refused
+  // by name. Newer configs keep it in rope_parameters.
   const Json* scaling = json::member(cfg, "rope_scaling");
+  if ((!scaling || scaling->is_null()) && rope_params && rope_params->is_object()) scaling = rope_params;
   if (scaling && scaling->is_object()) {
     const std::string* type = json::get_string(*scaling, "rope_type");
     if (!type) type = json::get_string(*scaling, "type");
@@ -176,6 +204,8 @@ Result<Hparams> translate_config(const Json& cfg, const Family& fam, const std::
       if (!factor || !(*factor > 0)) return malformed_file(where + ": rope_scaling.factor missing or not positive");
       md.set(a + "rope.scaling.type", "linear");
       md.set(a + "rope.scaling.factor", static_cast<float>(*factor));
+    } else if (t == "llama3" && fam.permute_qk) {
+      hp.rope_freqs = llama3_rope_factors(*scaling, theta.value_or(10000.0), hp.head_dim);
     } else if (t != "default" && !t.empty()) {
       return unsupported(where + ": rope_scaling type '" + t + "' is not supported in model directories yet (linear is)");
     }
@@ -285,7 +315,9 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
     std::unordered_map<std::string_view, const Shard*> by_name;
     for (const Shard& s : shards) by_name.emplace(s.name, &s);
     std::unordered_set<std::string_view> listed;
-    for (const auto& [tensor, shard] : weight_map) {
+    for (const auto& entry : weight_map) {
+      const std::string& tensor = entry.first;
+      const std::string& shard = entry.second;
       const Shard* s = by_name.at(shard);
       const bool found = std::any_of(s->file.tensors.begin(), s->file.tensors.end(),
                                      [&](const safetensors::Tensor& t) { return t.name == tensor; });
@@ -310,13 +342,14 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   for (const Shard& s : shards) {
     const std::string where = (root / s.name).string();
     for (const safetensors::Tensor& t : s.file.tensors) {
+      // The dtype first: a compressed-tensors checkpoint is named as such, not by its scale tensors.
+      INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
       auto mapped = gguf_name(*fam, t.name);
       if (!mapped)
         return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has no GGUF counterpart for " + fam->gguf_arch);
       if (mapped->empty()) continue;
       if (*mapped == "output.weight" && tied) continue;  // the embeddings serve as the output
       if (!seen.insert(*mapped).second) return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' appears twice");
-      INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
       TensorInfo info;
       info.name = *mapped;
       info.dtype = dtype;
@@ -361,6 +394,18 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
       info.view = TensorView::contiguous(info.dtype, info.n_dims, info.shape, const_cast<uint8_t*>(data));
       parts.tensors.push_back(std::move(info));
     }
+  }
+  if (!hp.rope_freqs.empty()) {
+    TensorInfo info;
+    info.name = "rope_freqs.weight";
+    info.n_dims = 1;
+    info.shape[0] = static_cast<int64_t>(hp.rope_freqs.size());
+    info.nbytes = hp.rope_freqs.size() * 4;
+    INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
+    std::memcpy(buf.data(), hp.rope_freqs.data(), static_cast<size_t>(info.nbytes));
+    info.view = TensorView::contiguous(DType::f32, 1, info.shape, buf.data());
+    parts.owned.push_back(std::move(buf));
+    parts.tensors.push_back(std::move(info));
   }
   parts.file = shards.front().file.file;
   parts.data_offset = shards.front().file.header_bytes;

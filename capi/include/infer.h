@@ -139,7 +139,9 @@ typedef void (*infer_progress_callback)(float fraction, void *user_data);
  * field after model_path is a knob of docs/tuning.md; the defaults are in brackets. */
 typedef struct infer_engine_params {
   size_t struct_size;         /* sizeof(infer_engine_params), set by init */
-  const char *model_path;     /* a GGUF file (borrowed for the call); required */
+  const char *model_path;     /* a GGUF file or a Hugging Face model directory (config.json,
+                                 safetensors, tokenizer files: docs/huggingface.md); borrowed for
+                                 the call; required */
   int32_t n_threads;          /* compute threads [0 = all cores] */
   int64_t max_batch_tokens;   /* rows of one step: decodes + prompt chunks [512] */
   int32_t max_sequences;      /* sequences running at once [16] */

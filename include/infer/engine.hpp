@@ -237,7 +237,8 @@ struct ModelDescription {
 
 class INFER_API Engine {
  public:
-  // Loads the model and plans the KV pool; the worker starts at once.
+  // Loads the model (a GGUF file, or a Hugging Face model directory: docs/huggingface.md) and
+  // plans the KV pool; the worker starts at once.
   static Result<std::unique_ptr<Engine>> create(const std::string& model_path, const EngineConfig& config = {});
   ~Engine();  // cancels what is in flight, then stops the worker
   Engine(const Engine&) = delete;

@@ -429,6 +429,12 @@ typedef struct infer_model_info {
   int32_t bos, eos, eot;       /* special token ids; -1 when none */
   const char *file_type;       /* the file's weight type as llama.cpp names it ("Q4_0", "Q4_K - Medium",
                                   "F16"; "(guessed) ..." without general.file_type); borrowed likewise */
+  /* The model's own sampling defaults (a Hugging Face directory's generation_config.json, or a
+   * GGUF's general.sampling.*); -1 when the model sets none. infer_request_params_init's defaults
+   * do not change: a host that wants them copies them into its request params. */
+  float default_temperature;
+  int32_t default_top_k;
+  float default_top_p;
 } infer_model_info;
 
 /* Fills *out (up to out->struct_size); INFER_ERR_INVALID_ARGUMENT as for infer_engine_get_stats. */

@@ -115,6 +115,20 @@ with tempfile.TemporaryDirectory() as tmp:
         failures.append("ref-f16-sharded: gguf-to-hf wrote no index")
     check("ref-f16-sharded (3 shards)", gguf, directory, os.path.join(models, "ref-f16.kld"))
 
+    # generation_config.json's sampling becomes the model's default sampling (model_info).
+    with open(os.path.join(directory, "generation_config.json"), "w") as f:
+        f.write('{"temperature": 0.6, "top_p": 0.9, "top_k": 20, "eos_token_id": [2, 3]}')
+    with libinfer.Engine(directory, threads=1) as engine:
+        info = engine.model_info()
+    with libinfer.Engine(gguf, threads=1) as engine:
+        plain = engine.model_info()
+    got = (round(info.default_temperature, 6), info.default_top_k, round(info.default_top_p, 6), info.eos)
+    if got != (0.6, 20, 0.9, 2) or (plain.default_temperature, plain.default_top_k, plain.default_top_p) != (-1, -1, -1):
+        failures.append(f"generation_config.json: model_info defaults {got}, GGUF's "
+                        f"{(plain.default_temperature, plain.default_top_k, plain.default_top_p)}")
+    else:
+        checked.append("generation_config.json: temperature, top_k, top_p as the model's default sampling")
+
     gguf, directory = build("peaked-bf16", ["--type", "bf16"] + make_args("peaked"))
     check("peaked-bf16", gguf, directory)
 

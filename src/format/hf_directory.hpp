@@ -27,8 +27,9 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode = MapMode:
 // generation_config.json), added to `md` whose general.architecture is set:
 //   tokenizer.model (SentencePiece) when present, as convert_hf_to_gguf.py's
 //     _set_vocab_sentencepiece writes it ("llama" model);
-//   otherwise tokenizer.json with a byte-level BPE model ("gpt2" model, tokenizer.ggml.pre
-//     recognised from the pre-tokenizer: llama-bpe, qwen2, smollm, gpt-2);
+//   otherwise tokenizer.json: a byte-level BPE model ("gpt2" model, tokenizer.ggml.pre
+//     recognised from the pre-tokenizer: llama-bpe, qwen2, smollm, gpt-2), or a SentencePiece-style
+//     one (byte fallback: "llama" model, scores from the merge ranks);
 //   tokenizer_config.json: bos/eos/unk/pad tokens, add_bos_token/add_eos_token, chat_template
 //     (or chat_template.jinja);
 //   generation_config.json: temperature, top_p, top_k (general.sampling.temp/top_p/top_k, the

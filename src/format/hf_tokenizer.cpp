@@ -96,12 +96,15 @@ Result<VocabFields> from_tokenizer_json(const Json& tok, const std::string& wher
                        "' is not supported (byte-level BPE is; SentencePiece models need their tokenizer.model)");
   const Json* pre = json::member(tok, "pre_tokenizer");
   const bool byte_level = pre && pre_signature(*pre).find("ByteLevel") != std::string::npos;
-  if (!byte_level)
-    return unsupported(where + ": a SentencePiece-style BPE tokenizer.json (byte fallback, Metaspace) needs the "
-                       "checkpoint's tokenizer.model beside it; only byte-level BPE is read from tokenizer.json");
+  const bool spm = !byte_level && json::get_bool(*model, "byte_fallback").value_or(false);
+  if (!byte_level && !spm)
+    return unsupported(where + ": a BPE tokenizer.json that is neither byte-level nor SentencePiece-style (byte "
+                       "fallback) is not supported");
   VocabFields f;
-  f.model = "gpt2";
-  INFER_ASSIGN_OR_RETURN(f.pre, pre_name(tok, where));
+  f.model = spm ? "llama" : "gpt2";
+  if (!spm) {
+    INFER_ASSIGN_OR_RETURN(f.pre, pre_name(tok, where));
+  }
   const Json* vocab = json::member(*model, "vocab");
   if (!vocab || !vocab->is_object()) return malformed_file(where + ": model.vocab missing or not an object");
   constexpr int64_t kMaxVocab = 1 << 24;
@@ -154,7 +157,61 @@ Result<VocabFields> from_tokenizer_json(const Json& tok, const std::string& wher
       m.push_back(e[0].get<std::string>() + " " + e[1].get<std::string>());
     else return malformed_file(where + ": model.merges entries must be \"a b\" or [a, b]");
   }
-  f.merges = std::move(m);
+  if (!spm) {
+    f.merges = std::move(m);
+    return f;
+  }
+  // SentencePiece-style BPE (Llama, Gemma): the "llama" vocabulary libsentencepiece runs, which
+  // merges the adjacent pair whose result has the highest score. tokenizer.json keeps the merges'
+  // order instead of scores, so each piece scores minus the rank of the first merge that makes
+  // it: the same merge order. (convert_hf_to_gguf.py's LlamaHfVocab writes -1000 for every piece,
+  // which loses the order: a checkpoint that ships its tokenizer.model is read from that instead.)
+  std::unordered_map<std::string, size_t> id_of;
+  for (size_t i = 0; i < f.tokens.size(); ++i) id_of.emplace(f.tokens[i], i);
+  f.scores.assign(f.tokens.size(), 0.0f);
+  std::vector<uint8_t> made(f.tokens.size(), 0);
+  for (size_t r = 0; r < m.size(); ++r) {
+    const size_t space = m[r].find(' ', 1);
+    if (space == std::string::npos) return malformed_file(where + ": merge " + std::to_string(r) + " has no space");
+    const auto it = id_of.find(m[r].substr(0, space) + m[r].substr(space + 1));
+    if (it == id_of.end() || made[it->second]) continue;
+    made[it->second] = 1;
+    f.scores[it->second] = -static_cast<float>(r);
+  }
+  const std::string* unk = json::get_string(*model, "unk_token");
+  for (size_t i = 0; i < f.tokens.size(); ++i) {
+    const std::string& t = f.tokens[i];
+    if (f.token_types[i] != 1) continue;
+    if (unk && t == *unk) {
+      f.token_types[i] = 2;
+      f.unk = static_cast<int64_t>(i);
+    } else if (t.size() == 6 && t.rfind("<0x", 0) == 0 && t[5] == '>') {
+      f.token_types[i] = 6;
+    } else if (!made[i] && t.size() > 1) {
+      // Never made by a merge: ranked last, as the tokenizer never builds it.
+      f.scores[i] = -static_cast<float>(m.size() + i);
+    }
+  }
+  // The dummy prefix: a Prepend("▁") normalizer or a Metaspace pre-tokenizer that prepends.
+  bool prefix = false;
+  std::vector<const Json*> parts = {json::member(tok, "normalizer"), pre};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Json* p = parts[i];
+    if (!p || !p->is_object()) continue;
+    const std::string* kind = json::get_string(*p, "type");
+    if (!kind) continue;
+    if (*kind == "Sequence") {
+      for (const char* key : {"normalizers", "pretokenizers"})
+        if (const Json* list = json::member(*p, key); list && list->is_array())
+          for (const Json& e : *list) parts.push_back(&e);
+    } else if (*kind == "Prepend") {
+      prefix = true;
+    } else if (*kind == "Metaspace") {
+      const std::string* scheme = json::get_string(*p, "prepend_scheme");
+      prefix = prefix || (scheme ? *scheme != "never" : json::get_bool(*p, "add_prefix_space").value_or(true));
+    }
+  }
+  if (!prefix) f.add_space_prefix = false;
   return f;
 }
 

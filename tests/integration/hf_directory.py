@@ -8,9 +8,12 @@ llama.cpp (llama_reference.py):
   - through the Python binding, the same prompt tokens and bit-identical raw logits at every
     position;
   - for the families infer-make-model writes (llama, gemma3, qwen2, qwen3, phi3), each in F32, F16
-    and BF16, a sharded directory, a peaked model (--init scaled, where small differences show)
-    and byte-level BPE vocabularies written as tokenizer.json (SmolLM2's: its corpus ids must also
-    equal llama.cpp's, tests/data/tokenizer/smollm2-corpus-ids.txt).
+    and BF16, a sharded directory, a peaked model (--init scaled, where small differences show),
+    SentencePiece vocabularies written as tokenizer.json instead of tokenizer.model (the whole
+    corpus must tokenize the same), and byte-level BPE vocabularies written as tokenizer.json
+    (SmolLM2's: its corpus ids must also equal llama.cpp's,
+    tests/data/tokenizer/smollm2-corpus-ids.txt);
+  - generation_config.json's sampling is reported as the model's default sampling.
 infer-inspect reads each directory too.
 
 usage: hf_directory.py BIN_DIR LIBINFER_SO REPO_ROOT
@@ -95,12 +98,12 @@ def check(label, gguf, directory, kld=None):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    def build(label, make, shards=1):
+    def build(label, make, shards=1, extra=()):
         gguf = os.path.join(tmp, label + ".gguf")
         run([tool("infer-make-model"), "-o", gguf] + make)
         directory = os.path.join(tmp, label)
-        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, directory, "--shards", str(shards)],
-            env=convert_env)
+        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, directory, "--shards", str(shards)]
+            + list(extra), env=convert_env)
         return gguf, directory
 
     for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
@@ -131,6 +134,21 @@ with tempfile.TemporaryDirectory() as tmp:
 
     gguf, directory = build("peaked-bf16", ["--type", "bf16"] + make_args("peaked"))
     check("peaked-bf16", gguf, directory)
+
+    # SentencePiece vocabularies as a SentencePiece-style tokenizer.json (no tokenizer.model): the
+    # whole corpus must tokenize as the GGUF tokenizes it.
+    for prefix in ("ref", "gemma3"):
+        label = f"{prefix}-f16-tokenizer-json"
+        gguf, directory = build(label, ["--type", "f16"] + make_args(prefix), extra=["--tokenizer-json"])
+        if os.path.exists(os.path.join(directory, "tokenizer.model")):
+            failures.append(f"{label}: gguf-to-hf wrote a tokenizer.model")
+        check(label, gguf, directory)
+        a = run([tool("infer-tokenize"), "-m", gguf, "-f", text_path])
+        b = run([tool("infer-tokenize"), "-m", directory, "-f", text_path])
+        if a != b:
+            failures.append(f"{label}: the corpus tokenizes differently from tokenizer.json")
+        else:
+            checked.append(f"{label}: {len(a.split())} corpus ids identical through tokenizer.json")
 
     # Byte-level BPE vocabularies through tokenizer.json.
     small = ["--n-embd", "64", "--n-layer", "2", "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--ctx", "1024"]

@@ -400,10 +400,10 @@ TEST_CASE("a Hugging Face directory with a problem fails with a message naming t
     d.config = std::string(kLlamaConfig).replace(std::string(kLlamaConfig).rfind('}'), 1, R"(,"rope_scaling":{"rope_type":"yarn","factor":4}})");
     expect({"rope_scaling", "yarn"});
   }
-  SECTION("a SentencePiece-style tokenizer.json without tokenizer.model") {
+  SECTION("a BPE tokenizer.json neither byte-level nor with byte fallback") {
     add_llama_layer(d);
-    d.write_text("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[],"byte_fallback":true},"pre_tokenizer":{"type":"Metaspace"}})");
-    expect({"tokenizer.json", "tokenizer.model"});
+    d.write_text("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Whitespace"}})");
+    expect({"tokenizer.json", "neither byte-level nor SentencePiece-style"});
   }
   SECTION("a shard index naming a tensor its shard lacks") {
     add_llama_layer(d);
@@ -431,4 +431,33 @@ TEST_CASE("Llama 3 RoPE scaling in config.json becomes rope_freqs.weight with co
   const double wavelen = 2 * 3.141592653589793 * std::sqrt(500000.0);
   const double smooth = (8192.0 / wavelen - 1.0) / 3.0;
   CHECK(at(*f, 1) == Approx(1.0 / ((1.0 - smooth) / 8.0 + smooth)).epsilon(1e-5));
+}
+
+TEST_CASE("a SentencePiece-style tokenizer.json becomes a llama vocabulary whose scores keep the merge order", "[safetensors][hf]") {
+  HfDir d;
+  d.config = kLlamaConfig;
+  // <unk> <s> </s>, two byte tokens, pieces; merges make "▁a" first, then "bc", then "▁abc".
+  d.write_text("tokenizer.json", R"({"added_tokens":[{"id":1,"content":"<s>","special":true},{"id":2,"content":"</s>","special":true}],)"
+                                 R"("normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},{"type":"Replace"}]},)"
+                                 R"("pre_tokenizer":null,"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","vocab":)"
+                                 R"({"<unk>":0,"<s>":1,"</s>":2,"<0x00>":3,"<0x01>":4,"▁":5,"a":6,"b":7,"c":8,"▁a":9,"bc":10,"▁abc":11,"xyz":12},)"
+                                 R"("merges":["▁ a","b c",["▁a","bc"]]}})");
+  add_llama_layer(d);
+  auto mf = d.open();
+  REQUIRE(mf.ok());
+  const Metadata& md = mf->metadata();
+  CHECK(*md.get_string("tokenizer.ggml.model") == "llama");
+  CHECK_FALSE(md.contains("tokenizer.ggml.add_space_prefix"));  // the default: a dummy prefix
+  const auto scores = md.get_array("tokenizer.ggml.scores")->as<float>();
+  const auto types = md.get_array("tokenizer.ggml.token_type")->as<int32_t>();
+  CHECK(scores[9] == 0.0f);
+  CHECK(scores[10] == -1.0f);
+  CHECK(scores[11] == -2.0f);
+  CHECK(scores[12] < scores[11]);  // never made by a merge: ranked last
+  CHECK(types[0] == 2);            // unknown
+  CHECK(types[1] == 3);            // control (special added token)
+  CHECK(types[3] == 6);            // byte
+  CHECK(types[6] == 1);
+  CHECK(md.get_integer("tokenizer.ggml.unknown_token_id") == 0);
+  CHECK_FALSE(md.contains("tokenizer.ggml.merges"));
 }

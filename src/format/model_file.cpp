@@ -49,7 +49,11 @@ Result<ModelFile> ModelFile::open(const std::string& path, MapMode mode) {
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) return gguf::read(std::move(file).value());
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "FUGG", 4) == 0)
     return unsupported(path + ": big-endian GGUF files are not supported");
-  return malformed_file(path + ": not a model file this library reads (expected the GGUF magic \"GGUF\")");
+  if (bytes.size() >= 9 && bytes[8] == '{')
+    return unsupported(path + ": a safetensors file alone is not a model: open the Hugging Face model directory that "
+                              "holds it (with its config.json and tokenizer files)");
+  return malformed_file(path + ": not a model file this library reads (expected the GGUF magic \"GGUF\", or a Hugging Face "
+                              "model directory)");
 }
 
 }  // namespace infer

@@ -131,7 +131,7 @@ Result<VocabFields> from_tokenizer_json(const Json& tok, const std::string& wher
       const Json* id = json::member(a, "id");
       if (!content || !id) return malformed_file(where + ": added_tokens entries need content and id");
       // convert: special tokens (and ones that look special) are control, the others user-defined.
-      const bool special = json::get_bool(a, "special").value_or(false);
+      const bool special = json::get_bool(a, "special").value_or(false) || token_looks_special(*content);
       INFER_RETURN_IF_ERROR(place(*content, *id, special ? 3 : 4));
     }
   if (config_vocab > static_cast<int64_t>(by_id.size()) && config_vocab <= kMaxVocab) {
@@ -215,6 +215,57 @@ Result<VocabFields> from_tokenizer_json(const Json& tok, const std::string& wher
   return f;
 }
 
+// What convert_hf_to_gguf.py's _create_vocab_sentencepiece adds to a tokenizer.model's pieces:
+// the vocabulary padded (or cut) to config.json's vocab_size with "[PADn]" (unused, score -10000),
+// added_tokens.json's tokens (user-defined, -1000), and tokenizer_config.json's
+// added_tokens_decoder (control when special or looking special, else user-defined with "▁" as
+// spaces; -1000).
+Status add_sentencepiece_extras(const fs::path& root, int64_t config_vocab, VocabFields& f) {
+  constexpr int64_t kMaxVocab = 1 << 24;
+  if (config_vocab > 0 && config_vocab <= kMaxVocab && config_vocab != static_cast<int64_t>(f.tokens.size())) {
+    const size_t n = static_cast<size_t>(config_vocab);
+    for (size_t i = f.tokens.size(); i < n; ++i) f.tokens.push_back("[PAD" + std::to_string(i) + "]");
+    f.tokens.resize(n);
+    f.scores.resize(n, -10000.0f);
+    f.token_types.resize(n, static_cast<int32_t>(TokenType::unused));
+  }
+  const int64_t n = static_cast<int64_t>(f.tokens.size());
+  auto set = [&](int64_t id, std::string text, TokenType type) {
+    if (id < 0 || id >= n) return;  // convert ignores ids out of range
+    f.tokens[static_cast<size_t>(id)] = std::move(text);
+    f.scores[static_cast<size_t>(id)] = -1000.0f;
+    f.token_types[static_cast<size_t>(id)] = static_cast<int32_t>(type);
+  };
+  INFER_ASSIGN_OR_RETURN(auto added, read_json_if_present(root / "added_tokens.json"));
+  if (added)
+    for (const auto& [text, id] : added->items())
+      if (id.is_number_integer()) set(id.get<int64_t>(), text, TokenType::user_defined);
+  INFER_ASSIGN_OR_RETURN(auto tcfg, read_json_if_present(root / "tokenizer_config.json"));
+  const Json* decoder = tcfg ? json::member(*tcfg, "added_tokens_decoder") : nullptr;
+  if (decoder && decoder->is_object())
+    for (const auto& [key, data] : decoder->items()) {
+      const std::string* content = json::get_string(data, "content");
+      if (!content || key.empty() || key.size() > 9 || !std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      const int64_t id = std::stoll(key);
+      if (json::get_bool(data, "special").value_or(false) || token_looks_special(*content)) {
+        set(id, *content, TokenType::control);
+      } else {
+        std::string text;
+        for (size_t i = 0; i < content->size();) {  // user-defined spaces pre-normalized, as convert does
+          if (content->compare(i, 3, "\xE2\x96\x81") == 0) {
+            text += ' ';
+            i += 3;
+          } else {
+            text += (*content)[i++];
+          }
+        }
+        set(id, std::move(text), TokenType::user_defined);
+      }
+    }
+  return Status::ok();
+}
+
 std::optional<int64_t> find_token(const VocabFields& f, const std::string& text) {
   for (size_t i = 0; i < f.tokens.size(); ++i)
     if (f.tokens[i] == text) return static_cast<int64_t>(i);
@@ -239,6 +290,7 @@ Status read_tokenizer(const std::string& dir, Metadata& md) {
     // (convert's Gemma3Model also forces add_space_prefix false; Gemma 3's tokenizer.model has no
     // dummy prefix, which vocab_fields_from_sentencepiece writes as that same false.)
     f = std::move(fields).value();
+    INFER_RETURN_IF_ERROR(add_sentencepiece_extras(root, config_vocab, f));
   } else if (fs::is_regular_file(root / "tokenizer.json", ec)) {
     const fs::path p = root / "tokenizer.json";
     INFER_ASSIGN_OR_RETURN(auto tok, read_json_if_present(p));

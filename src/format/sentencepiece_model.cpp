@@ -199,7 +199,10 @@ std::string unescape_spaces(std::string_view text) {
   return out;
 }
 
-bool looks_special(std::string_view t) {
+
+}  // namespace
+
+bool token_looks_special(std::string_view t) {
   const auto wrapped = [&](std::string_view open, std::string_view close) {
     return t.size() >= open.size() + close.size() && t.substr(0, open.size()) == open &&
            t.substr(t.size() - close.size()) == close;
@@ -207,8 +210,6 @@ bool looks_special(std::string_view t) {
   return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
          wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
 }
-
-}  // namespace
 
 Result<SentencePieceModel> parse_sentencepiece_model(std::string_view bytes) {
   SentencePieceModel m;
@@ -286,7 +287,7 @@ Result<VocabFields> vocab_fields_from_sentencepiece(const SentencePieceModel& m)
     TokenType type = p.type;
     if (type == TokenType::user_defined) {
       score = -1000.0f;
-      if (looks_special(text)) {
+      if (token_looks_special(text)) {
         type = TokenType::control;
       } else {
         text = unescape_spaces(text);  // the converter writes user-defined spaces as plain spaces

@@ -461,3 +461,33 @@ TEST_CASE("a SentencePiece-style tokenizer.json becomes a llama vocabulary whose
   CHECK(md.get_integer("tokenizer.ggml.unknown_token_id") == 0);
   CHECK_FALSE(md.contains("tokenizer.ggml.merges"));
 }
+
+TEST_CASE("a tokenizer.model gets config.json's vocabulary size and the added tokens as convert adds them", "[safetensors][hf]") {
+  HfDir d;
+  d.config = std::string(kLlamaConfig).replace(std::string(kLlamaConfig).find("\"vocab_size\":30"), 15, "\"vocab_size\":4003");
+  auto model = MappedFile::open(std::string(INFER_TEST_DATA_DIR) + "/tokenizer/spm-bpe.model");
+  REQUIRE(model.ok());
+  test::write_bytes(d.dir.file("tokenizer.model"), std::vector<uint8_t>(model->bytes().begin(), model->bytes().end()));
+  d.write_text("tokenizer_config.json", R"({"added_tokens_decoder":{"4000":{"content":"<|im_start|>","special":false},)"
+                                        R"("4001":{"content":"▁x▁y","special":false},"9999":{"content":"far","special":true}}})");
+  d.write_text("added_tokens.json", R"({"<extra>":3999})");
+  add_llama_layer(d);
+  auto mf = d.open();
+  REQUIRE(mf.ok());
+  const Metadata& md = mf->metadata();
+  const Array* tokens = md.get_array("tokenizer.ggml.tokens");
+  REQUIRE(tokens);
+  REQUIRE(tokens->count == 4003);
+  const auto types = md.get_array("tokenizer.ggml.token_type")->as<int32_t>();
+  const auto scores = md.get_array("tokenizer.ggml.scores")->as<float>();
+  CHECK(tokens->strings[3999] == "<extra>");
+  CHECK(types[3999] == 4);
+  CHECK(tokens->strings[4000] == "<|im_start|>");
+  CHECK(types[4000] == 3);  // looks special: control
+  CHECK(tokens->strings[4001] == " x y");
+  CHECK(types[4001] == 4);
+  CHECK(scores[4001] == -1000.0f);
+  CHECK(tokens->strings[4002] == "[PAD4002]");
+  CHECK(types[4002] == 5);
+  CHECK(scores[4002] == -10000.0f);
+}

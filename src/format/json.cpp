@@ -1,13 +1,13 @@
 #include "format/json.hpp"
 
-#include <set>
+#include <unordered_set>
 #include <vector>
 
 namespace infer::json {
 
 Result<Json> parse(std::string_view text, const std::string& what) {
   // One set of keys per open object, to find duplicates; the callback sees keys in order.
-  std::vector<std::set<std::string, std::less<>>> open;
+  std::vector<std::unordered_set<std::string>> open;
   std::string problem;
   auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (!problem.empty()) return false;

@@ -67,9 +67,17 @@ void write(const std::filesystem::path& p, const void* data, size_t size) {
 void check_directory(const uint8_t* p, size_t left) {
   std::string config, tokenizer;
   if (!take(p, left, config) || !take(p, left, tokenizer)) return;
-  static const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("infer-fuzz-hf-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  // One scratch directory per process, removed at exit.
+  struct Scratch {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() / ("infer-fuzz-hf-" + std::to_string(::getpid()));
+    Scratch() { std::filesystem::create_directories(dir); }
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static const Scratch scratch;
+  const std::filesystem::path& dir = scratch.dir;
   write(dir / "config.json", config.data(), config.size());
   write(dir / "tokenizer.json", tokenizer.data(), tokenizer.size());
   write(dir / "model.safetensors", p, left);

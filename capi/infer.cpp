@@ -153,7 +153,7 @@ constexpr bool lists_every_field(const FieldSpan (&fields)[N], size_t total, siz
 #define INFER_MODEL_INFO_FIELDS(X, T)                                                                        \
   X(T, architecture) X(T, name) X(T, chat_template) X(T, n_vocab) X(T, n_ctx) X(T, n_ctx_train) X(T, n_embd) \
   X(T, n_layer) X(T, n_head) X(T, n_head_kv) X(T, n_params) X(T, size_bytes) X(T, bos) X(T, eos) X(T, eot)    \
-  X(T, file_type)
+  X(T, file_type) X(T, default_temperature) X(T, default_top_k) X(T, default_top_p)
 
 #define INFER_CHECK_FIELD_LIST(LIST, T)                                                  \
   static_assert([] {                                                                     \
@@ -751,6 +751,9 @@ infer_status infer_engine_model_info(infer_engine* engine, infer_model_info* out
     full.eos = d.eos;
     full.eot = d.eot;
     full.file_type = d.file_type.c_str();
+    full.default_temperature = d.default_temperature;
+    full.default_top_k = d.default_top_k;
+    full.default_top_p = d.default_top_p;
     INFER_WRITE_OUTPUT(INFER_MODEL_INFO_FIELDS, infer_model_info);
     return Status::ok();
   });

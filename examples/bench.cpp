@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "Prompt processing (ppP: a prompt of P tokens) and generation (tgN: N tokens generated) from an\n"
     "empty context, greedy, as llama.cpp's llama-bench measures them: one warm-up run, then REPS\n"
     "timed runs of each test; tokens/s as mean and standard deviation over the runs.\n"
-    "  -m MODEL             GGUF model file (default: $INFER_MODEL, else scripts/fetch-model's)\n"
+    "  -m MODEL             GGUF file or Hugging Face model directory (default: $INFER_MODEL, else scripts/fetch-model's)\n"
     "  -p N                 prompt tokens (default 512; 0 skips the test)\n"
     "  -n N                 generated tokens (default 128; 0 skips the test)\n"
     "  -t N                 compute threads (default: all cores)\n"

@@ -1,6 +1,9 @@
 // infer-inspect: what a model file holds — architecture, hyper-parameters, tokenizer, tensors.
 //
-//   infer-inspect MODEL.gguf [--json] [--no-tensors] [--full-arrays]
+//   infer-inspect MODEL.gguf|MODEL_DIR [--json] [--no-tensors] [--full-arrays]
+//
+// A Hugging Face directory (config.json, safetensors, tokenizer files) is shown as libinfer reads
+// it: the GGUF keys and tensor names its files translate to.
 //
 // Exit status: 0 on success, 1 when the file cannot be read or is malformed (one line on
 // stderr), 2 on a usage error.
@@ -27,7 +30,7 @@ struct Options {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: infer-inspect MODEL.gguf [--json] [--no-tensors] [--full-arrays]\n"
+               "usage: infer-inspect MODEL.gguf|MODEL_DIR [--json] [--no-tensors] [--full-arrays]\n"
                "  --json         print one JSON object instead of text\n"
                "  --no-tensors   leave out the tensor table (totals are still printed)\n"
                "  --full-arrays  print metadata arrays whole (default: long arrays are summarized)\n");
@@ -103,8 +106,12 @@ void print_text(const ModelFile& mf, const Options& opt) {
   const Metadata& md = mf.metadata();
   const std::string arch = md.get_string("general.architecture") ? *md.get_string("general.architecture") : "";
   std::printf("file:          %s\n", mf.path().c_str());
-  std::printf("format:        GGUF v%u, %s, alignment %" PRIu64 ", %s\n", mf.version(),
-              human_bytes(mf.file_size()).c_str(), mf.alignment(), mf.is_mapped() ? "memory-mapped" : "read into memory");
+  if (std::strcmp(mf.format(), "gguf") == 0)
+    std::printf("format:        GGUF v%u, %s, alignment %" PRIu64 ", %s\n", mf.version(),
+                human_bytes(mf.file_size()).c_str(), mf.alignment(), mf.is_mapped() ? "memory-mapped" : "read into memory");
+  else
+    std::printf("format:        %s directory, %zu file%s, %s, %s\n", mf.format(), mf.file_count(), mf.file_count() == 1 ? "" : "s",
+                human_bytes(mf.file_size()).c_str(), mf.is_mapped() ? "memory-mapped" : "read into memory");
   std::printf("architecture:  %s\n", arch.empty() ? "(none)" : arch.c_str());
   if (const std::string* name = md.get_string("general.name")) std::printf("name:          %s\n", name->c_str());
   if (auto ft = md.get_integer("general.file_type")) std::printf("file type:     %" PRId64 "\n", *ft);
@@ -156,7 +163,7 @@ void print_json(const ModelFile& mf, const Options& opt) {
   const std::string arch = md.get_string("general.architecture") ? *md.get_string("general.architecture") : "";
   std::string o = "{";
   o += "\"file\": " + json_quote(mf.path());
-  o += ", \"format\": \"gguf\", \"version\": " + std::to_string(mf.version());
+  o += ", \"format\": \"" + std::string(mf.format()) + "\", \"version\": " + std::to_string(mf.version());
   o += ", \"file_size\": " + std::to_string(mf.file_size());
   o += ", \"alignment\": " + std::to_string(mf.alignment());
   o += ", \"data_offset\": " + std::to_string(mf.data_offset());

@@ -23,7 +23,7 @@
 // The vocabulary is the minimal SentencePiece byte-fallback one (<unk>, <s>, </s> and the 256
 // byte tokens <0x00>..<0xFF>), or with --vocab the one of a SentencePiece BPE tokenizer.model,
 // written as llama.cpp's convert_hf_to_gguf.py writes it for a Llama model (see
-// src/tokenizer/sentencepiece_model.hpp), or the tokenizer.* keys of a GGUF file copied as they
+// src/format/sentencepiece_model.hpp), or the tokenizer.* keys of a GGUF file copied as they
 // are (llama.cpp's vocabulary-only models/ggml-vocab-llama-spm.gguf: Llama 2's and TinyLlama's
 // 32000 tokens). The embedding and output shapes follow the vocabulary.
 #include <cctype>
@@ -39,7 +39,7 @@
 #include "format/gguf.hpp"
 #include "format/model_file.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
-#include "tokenizer/sentencepiece_model.hpp"
+#include "format/sentencepiece_model.hpp"
 
 namespace {
 

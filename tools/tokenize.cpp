@@ -2,12 +2,13 @@
 //
 //   infer-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--pieces] [--parse-special]
 //
-// MODEL is a GGUF file or a SentencePiece tokenizer.model. Prints the ids on one line, separated
+// MODEL is a GGUF file, a Hugging Face model directory or a SentencePiece tokenizer.model. Prints the ids on one line, separated
 // by spaces; with --pieces, id:entry pairs (the raw vocabulary entry, "▁" for a space). The text
 // is used byte for byte (no escape processing). Exit status: 0 on success, 1 when the model
 // cannot be loaded or the text not tokenized (one line on stderr), 2 on a usage error.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -32,7 +33,7 @@ struct Options {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: infer-tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--pieces] [--parse-special]\n"
-               "  -m MODEL         a GGUF file or a SentencePiece tokenizer.model\n"
+               "  -m MODEL         a GGUF file, a Hugging Face model directory or a SentencePiece tokenizer.model\n"
                "  -p TEXT          the text to tokenize\n"
                "  -f FILE          tokenize the contents of FILE\n"
                "  --no-bos         do not add the BOS token the model asks for\n"
@@ -58,7 +59,8 @@ bool is_gguf(const std::string& path) {
 }
 
 Result<std::unique_ptr<Tokenizer>> load(const std::string& path) {
-  if (!is_gguf(path)) return load_sentencepiece_file(path);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec) && !is_gguf(path)) return load_sentencepiece_file(path);
   auto file = ModelFile::open(path);
   if (!file.ok()) return file.status();
   return load_tokenizer(*file);

@@ -139,7 +139,9 @@ typedef void (*infer_progress_callback)(float fraction, void *user_data);
  * field after model_path is a knob of docs/tuning.md; the defaults are in brackets. */
 typedef struct infer_engine_params {
   size_t struct_size;         /* sizeof(infer_engine_params), set by init */
-  const char *model_path;     /* a GGUF file (borrowed for the call); required */
+  const char *model_path;     /* a GGUF file or a Hugging Face model directory (config.json,
+                                 safetensors, tokenizer files: docs/huggingface.md); borrowed for
+                                 the call; required */
   int32_t n_threads;          /* compute threads [0 = all cores] */
   int64_t max_batch_tokens;   /* rows of one step: decodes + prompt chunks [512] */
   int32_t max_sequences;      /* sequences running at once [16] */
@@ -436,6 +438,12 @@ typedef struct infer_model_info {
   int32_t bos, eos, eot;       /* special token ids; -1 when none */
   const char *file_type;       /* the file's weight type as llama.cpp names it ("Q4_0", "Q4_K - Medium",
                                   "F16"; "(guessed) ..." without general.file_type); borrowed likewise */
+  /* The model's own sampling defaults (a Hugging Face directory's generation_config.json, or a
+   * GGUF's general.sampling.*); -1 when the model sets none. infer_request_params_init's defaults
+   * do not change: a host that wants them copies them into its request params. */
+  float default_temperature;
+  int32_t default_top_k;
+  float default_top_p;
 } infer_model_info;
 
 /* Fills *out (up to out->struct_size); INFER_ERR_INVALID_ARGUMENT as for infer_engine_get_stats. */

@@ -250,11 +250,18 @@ struct ModelDescription {
   // general.file_type, else guessed from its tensors ("(guessed) Q8_0"). Not changed by
   // EngineConfig::weight_type.
   std::string file_type;
+  // The model's own sampling defaults: a Hugging Face directory's generation_config.json, or a
+  // GGUF's general.sampling.temp / top_k / top_p. -1 when the model sets none. GenerationParams'
+  // defaults do not change: a host that wants the model's sampling copies these into its params.
+  float default_temperature = -1.0f;
+  int32_t default_top_k = -1;
+  float default_top_p = -1.0f;
 };
 
 class INFER_API Engine {
  public:
-  // Loads the model and plans the KV pool; the worker starts at once.
+  // Loads the model (a GGUF file, or a Hugging Face model directory: docs/huggingface.md) and
+  // plans the KV pool; the worker starts at once.
   static Result<std::unique_ptr<Engine>> create(const std::string& model_path, const EngineConfig& config = {});
   ~Engine();  // cancels what is in flight, then stops the worker
   Engine(const Engine&) = delete;

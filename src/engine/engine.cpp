@@ -527,6 +527,10 @@ ModelDescription Engine::model() const {
   d.eot = im.tokenizer->eot_id();
   if (im.chat) d.chat_template = im.chat->name();
   d.file_type = file_type_name(*im.file);
+  const Metadata& md = im.file->metadata();
+  if (auto t = md.get_number("general.sampling.temp"); t && *t >= 0) d.default_temperature = static_cast<float>(*t);
+  if (auto k = md.get_integer("general.sampling.top_k"); k && *k >= 0 && *k <= INT32_MAX) d.default_top_k = static_cast<int32_t>(*k);
+  if (auto p = md.get_number("general.sampling.top_p"); p && *p >= 0 && *p <= 1) d.default_top_p = static_cast<float>(*p);
   return d;
 }
 

@@ -1,5 +1,9 @@
-// A model file opened for reading: its metadata and a table of tensors whose views point straight
-// into the mapped file (zero-copy). Built by the GGUF reader; later by the safetensors reader.
+// A model opened for reading: its metadata and a table of tensors whose views point straight
+// into the mapped file (zero-copy). Built by the GGUF reader from one file, or by the Hugging Face
+// directory reader (format/hf_directory.hpp) from a directory of safetensors shards, whose
+// config and tokenizer files it translates to the GGUF keys: there the ModelFile keeps every
+// shard mapped, and owns the few tensors it had to rewrite (Llama's Q/K rows in GGUF's rotary
+// order, Gemma's norms with their +1).
 #pragma once
 
 #include <array>
@@ -11,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/aligned_buffer.hpp"
 #include "core/mapped_file.hpp"
 #include "core/tensor.hpp"
 #include "format/metadata.hpp"
@@ -32,17 +37,23 @@ struct TensorInfo {
 
 class ModelFile {
  public:
-  // Opens a model file, recognising its format by its first bytes (GGUF today).
+  // Opens a model file, recognising its format by its first bytes (GGUF), or a Hugging Face
+  // model directory (config.json, safetensors, tokenizer files) when `path` is a directory.
   static Result<ModelFile> open(const std::string& path, MapMode mode = MapMode::automatic);
 
-  const std::string& path() const noexcept { return file_->path(); }
-  const char* format() const noexcept { return "gguf"; }
+  const std::string& path() const noexcept { return path_; }
+  // "gguf", or "safetensors" for a Hugging Face directory.
+  const char* format() const noexcept { return format_.c_str(); }
   uint32_t version() const noexcept { return version_; }
   uint64_t alignment() const noexcept { return alignment_; }
-  uint64_t data_offset() const noexcept { return data_offset_; }  // start of the data section
-  uint64_t file_size() const noexcept { return file_->size(); }
+  // Start of the data section (of the first shard for a directory).
+  uint64_t data_offset() const noexcept { return data_offset_; }
+  uint64_t file_size() const noexcept;  // all shards together
   bool is_mapped() const noexcept { return file_->is_mapped(); }
-  const MappedFile& file() const noexcept { return *file_; }
+  const MappedFile& file() const noexcept { return *file_; }  // the (first) file
+  size_t file_count() const noexcept { return 1 + extra_files_.size(); }
+  // MappedFile::advise_unused on whichever file holds [p, p + bytes); a no-op for owned tensors.
+  void advise_unused(const void* p, uint64_t bytes) const noexcept;
 
   const Metadata& metadata() const noexcept { return metadata_; }
   std::span<const TensorInfo> tensors() const noexcept { return tensors_; }
@@ -51,6 +62,10 @@ class ModelFile {
   // Only the readers build ModelFiles.
   struct Parts {
     std::shared_ptr<const MappedFile> file;
+    std::string path;    // empty: the file's path
+    std::string format = "gguf";
+    std::vector<std::shared_ptr<const MappedFile>> extra_files;  // further shards, kept mapped
+    std::vector<AlignedBuffer> owned;  // tensors rewritten at open (views point into these)
     uint32_t version = 0;
     uint64_t alignment = 0;
     uint64_t data_offset = 0;
@@ -65,6 +80,10 @@ class ModelFile {
 
  private:
   std::shared_ptr<const MappedFile> file_;
+  std::string path_;
+  std::string format_;
+  std::vector<std::shared_ptr<const MappedFile>> extra_files_;
+  std::vector<AlignedBuffer> owned_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 0;
   uint64_t data_offset_ = 0;

@@ -42,7 +42,7 @@ Result<TensorView> Decoder::matrix(WeightBinder& w, const std::string& name, int
   if (prepared.data != t->view.data) {
     // The backend keeps its own copy (a repacked layout): one copy of the weights stays resident.
     // The file's pages leave memory; a matrix converted at load is freed.
-    file_->file().advise_unused(t->view.data, t->view.nbytes());
+    file_->advise_unused(t->view.data, t->view.nbytes());
     for (ConvertedTensor& c : converted_)
       if (&c.info == t) c.data = AlignedBuffer{};
   }

@@ -23,7 +23,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.hpp"
-#include "tokenizer/sentencepiece_model.hpp"
+#include "format/sentencepiece_model.hpp"
 #include "tokenizer/special_split.hpp"
 #include "tokenizer/utf8.hpp"
 #include "tokenizer/vocab_tokenizer.hpp"

@@ -3,7 +3,7 @@
 #include "core/mapped_file.hpp"
 #include "core/status_macros.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
-#include "tokenizer/sentencepiece_model.hpp"
+#include "format/sentencepiece_model.hpp"
 #include "tokenizer/sentencepiece_tokenizer.hpp"
 #include "tokenizer/vocab.hpp"
 #include "tokenizer/wordpiece_tokenizer.hpp"

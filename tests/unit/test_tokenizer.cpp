@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "format/model_file.hpp"
-#include "tokenizer/sentencepiece_model.hpp"
+#include "format/sentencepiece_model.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
 #include "tokenizer/vocab.hpp"

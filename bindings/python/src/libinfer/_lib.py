@@ -197,6 +197,9 @@ class ModelInfo(ctypes.Structure):
         ("eos", c_int32),
         ("eot", c_int32),
         ("file_type", c_char_p),
+        ("default_temperature", c_float),
+        ("default_top_k", c_int32),
+        ("default_top_p", c_float),
     ]
 
 

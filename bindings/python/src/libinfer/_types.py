@@ -127,6 +127,9 @@ class ModelInfo:
     eos: int
     eot: int
     file_type: str
+    default_temperature: float = -1.0  # the model's own sampling defaults (generation_config.json,
+    default_top_k: int = -1            # general.sampling.*); -1 when the model sets none
+    default_top_p: float = -1.0
 
 
 def _reason(code):

@@ -1,4 +1,4 @@
-#include "tokenizer/sentencepiece_model.hpp"
+#include "format/sentencepiece_model.hpp"
 
 #include <cstring>
 
@@ -184,7 +184,25 @@ void put_float(std::string& out, uint32_t field, float f) {
 
 // Hugging Face added tokens that llama.cpp's converter makes control tokens although they are not
 // flagged special.
-bool looks_special(std::string_view t) {
+// SentencePiece's space symbol U+2581 back to plain spaces.
+std::string unescape_spaces(std::string_view text) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text.substr(i, kSpace.size()) == kSpace) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+
+}  // namespace
+
+bool token_looks_special(std::string_view t) {
   const auto wrapped = [&](std::string_view open, std::string_view close) {
     return t.size() >= open.size() + close.size() && t.substr(0, open.size()) == open &&
            t.substr(t.size() - close.size()) == close;
@@ -192,8 +210,6 @@ bool looks_special(std::string_view t) {
   return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
          wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
 }
-
-}  // namespace
 
 Result<SentencePieceModel> parse_sentencepiece_model(std::string_view bytes) {
   SentencePieceModel m;
@@ -271,7 +287,7 @@ Result<VocabFields> vocab_fields_from_sentencepiece(const SentencePieceModel& m)
     TokenType type = p.type;
     if (type == TokenType::user_defined) {
       score = -1000.0f;
-      if (looks_special(text)) {
+      if (token_looks_special(text)) {
         type = TokenType::control;
       } else {
         text = unescape_spaces(text);  // the converter writes user-defined spaces as plain spaces

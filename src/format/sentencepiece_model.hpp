@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "infer/status.hpp"
-#include "tokenizer/vocab.hpp"
+#include "format/vocab_fields.hpp"
 
 namespace infer {
 
@@ -54,5 +54,9 @@ std::string serialize_sentencepiece_model(const SentencePieceModel& model);
 // otherwise, with score -1000. add_space_prefix is written only when the model has no dummy
 // prefix. Fails (unsupported) for models that are not BPE or that put whitespace after words.
 Result<VocabFields> vocab_fields_from_sentencepiece(const SentencePieceModel& model);
+
+// convert_hf_to_gguf.py's does_token_look_special: <pad>, <mask>, <2mass>, [@BOS@], <|...|>,
+// <｜...｜>, <unused...>. Such added tokens are made control tokens even when not marked special.
+bool token_looks_special(std::string_view text);
 
 }  // namespace infer

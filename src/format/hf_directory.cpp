@@ -1,0 +1,416 @@
+#include "format/hf_directory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/checked_math.hpp"
+#include "core/half.hpp"
+#include "core/status_macros.hpp"
+#include "format/json.hpp"
+#include "format/safetensors.hpp"
+
+namespace infer::hf {
+namespace {
+
+namespace fs = std::filesystem;
+using json::Json;
+
+// One row per family: what convert_hf_to_gguf.py does differently for it.
+struct Family {
+  const char* gguf_arch;
+  const char* architectures;  // Hugging Face "architectures" / "model_type" names, space-separated
+  const char* post_attention_norm;  // what model.layers.N.post_attention_layernorm becomes
+  bool permute_qk;   // Q/K rows to GGUF's rotary order (LlamaModel.permute)
+  bool norm_plus_one;  // every *norm.weight + 1 (Gemma3RMSNorm multiplies by 1 + w)
+  bool vocab_size_key;  // <arch>.vocab_size written (LlamaModel)
+  bool rope_dimension_key;  // <arch>.rope.dimension_count written
+};
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM MistralForCausalLM llama mistral", "ffn_norm", true, false, true, true},
+    {"gemma3", "Gemma3ForCausalLM Gemma3ForConditionalGeneration gemma3 gemma3_text", "post_attention_norm", false, true,
+     false, false},
+    {"qwen2", "Qwen2ForCausalLM qwen2", "ffn_norm", false, false, false, false},
+    {"qwen3", "Qwen3ForCausalLM qwen3", "ffn_norm", false, false, false, false},
+    {"phi3", "Phi3ForCausalLM phi3", "ffn_norm", false, false, false, true},
+};
+
+bool has_word(std::string_view words, std::string_view w) {
+  for (size_t pos = 0; pos <= words.size();) {
+    const size_t space = std::min(words.find(' ', pos), words.size());
+    if (words.substr(pos, space - pos) == w) return true;
+    pos = space + 1;
+  }
+  return false;
+}
+
+// The GGUF name of a Hugging Face tensor; empty to skip it; nullopt when it maps to nothing.
+std::optional<std::string> gguf_name(const Family& fam, std::string name) {
+  for (std::string_view prefix : {"language_model.", "model.language_model."})
+    if (name.rfind(prefix, 0) == 0) name = (prefix.size() == 15 ? "" : "model.") + name.substr(prefix.size());
+  if (name.rfind("vision_tower.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0 ||
+      name.rfind("model.vision_tower.", 0) == 0 || name.rfind("model.multi_modal_projector.", 0) == 0)
+    return std::string();  // the text model only
+  if (name.find("rotary_emb.inv_freq") != std::string::npos) return std::string();
+  if (name == "model.embed_tokens.weight") return std::string("token_embd.weight");
+  if (name == "model.norm.weight") return std::string("output_norm.weight");
+  if (name == "lm_head.weight") return std::string("output.weight");
+  constexpr std::string_view layers = "model.layers.";
+  if (name.rfind(layers, 0) != 0) return std::nullopt;
+  const size_t dot = name.find('.', layers.size());
+  if (dot == std::string::npos || dot == layers.size() || dot - layers.size() > 5) return std::nullopt;
+  const std::string index = name.substr(layers.size(), dot - layers.size());
+  if (!std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  std::string rest = name.substr(dot + 1);
+  std::string suffix;
+  for (std::string_view s : {".weight", ".bias"})
+    if (rest.size() > s.size() && rest.compare(rest.size() - s.size(), s.size(), s) == 0) {
+      suffix = s;
+      rest.resize(rest.size() - s.size());
+    }
+  if (suffix.empty()) return std::nullopt;
+  static const std::unordered_map<std::string, std::string> kCommon = {
+      {"input_layernorm", "attn_norm"},      {"self_attn.q_proj", "attn_q"},       {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},        {"self_attn.o_proj", "attn_output"},  {"self_attn.qkv_proj", "attn_qkv"},
+      {"self_attn.q_norm", "attn_q_norm"},   {"self_attn.k_norm", "attn_k_norm"},  {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},             {"mlp.down_proj", "ffn_down"},        {"mlp.gate_up_proj", "ffn_up"},
+      {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+  };
+  std::string mapped;
+  if (rest == "post_attention_layernorm") mapped = fam.post_attention_norm;
+  else if (auto it = kCommon.find(rest); it != kCommon.end()) mapped = it->second;
+  else return std::nullopt;
+  return "blk." + index + "." + mapped + suffix;
+}
+
+Result<std::string> read_small_file(const fs::path& p, uint64_t limit) {
+  auto f = MappedFile::open(p.string(), MapMode::read);
+  if (!f.ok()) return f.status();
+  if (f->size() > limit)
+    return out_of_range(p.string() + ": " + std::to_string(f->size()) + " bytes, more than the " + std::to_string(limit) +
+                        " this reader accepts");
+  return std::string(reinterpret_cast<const char*>(f->data()), static_cast<size_t>(f->size()));
+}
+
+// Rows of a [rows, row_bytes] matrix (or a vector of `rows` elements) from HF's head order
+// (per head: the first halves of the rotary pairs, then the second halves) to GGUF's (pairs
+// adjacent), as convert_hf_to_gguf.py's LlamaModel.permute: GGUF row h*d + 2i + s = HF row
+// h*d + s*d/2 + i.
+void permute_rows(const uint8_t* src, uint8_t* dst, int64_t rows, uint64_t row_bytes, int64_t n_head) {
+  const int64_t d = rows / n_head, half = d / 2;
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t s = 0; s < 2; ++s)
+        std::memcpy(dst + static_cast<uint64_t>(h * d + 2 * i + s) * row_bytes,
+                    src + static_cast<uint64_t>(h * d + s * half + i) * row_bytes, row_bytes);
+}
+
+float element_as_f32(DType t, const uint8_t* p, int64_t i) {
+  if (t == DType::f32) {
+    float v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return t == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+struct Hparams {
+  int64_t n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_kv = 0, head_dim = 0;
+  std::vector<float> rope_freqs;  // Llama 3 RoPE scaling: rope_freqs.weight, one factor per pair
+};
+
+// Llama 3's RoPE scaling as the per-pair factors convert_hf_to_gguf.py computes
+// (LlamaModel.generate_extra_tensors), in float32 as its torch code does.
+std::vector<float> llama3_rope_factors(const Json& scaling, double theta, int64_t head_dim) {
+  const float factor = static_cast<float>(json::get_number(scaling, "factor").value_or(8.0));
+  const float low = static_cast<float>(json::get_number(scaling, "low_freq_factor").value_or(1.0));
+  const float high = static_cast<float>(json::get_number(scaling, "high_freq_factor").value_or(4.0));
+  const float old_ctx = static_cast<float>(json::get_number(scaling, "original_max_position_embeddings").value_or(8192.0));
+  const float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+  std::vector<float> out;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const float freq = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(head_dim));
+    const float wavelen = static_cast<float>(2 * M_PI) / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (old_ctx / wavelen - low) / (high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
+// config.json → the <arch>.* keys convert_hf_to_gguf.py writes.
+Result<Hparams> translate_config(const Json& cfg, const Family& fam, const std::string& where, Metadata& md) {
+  const std::string a = std::string(fam.gguf_arch) + ".";
+  Hparams hp;
+  auto need = [&](const char* key, int64_t& out) -> Status {
+    auto v = json::get_int(cfg, key);
+    if (!v || *v <= 0 || *v > (1 << 22)) return malformed_file(where + ": " + key + " missing or not a positive integer");
+    out = *v;
+    return Status::ok();
+  };
+  INFER_RETURN_IF_ERROR(need("hidden_size", hp.n_embd));
+  INFER_RETURN_IF_ERROR(need("num_hidden_layers", hp.n_layer));
+  INFER_RETURN_IF_ERROR(need("intermediate_size", hp.n_ff));
+  INFER_RETURN_IF_ERROR(need("num_attention_heads", hp.n_head));
+  hp.n_kv = hp.n_head;
+  if (json::member(cfg, "num_key_value_heads") && !json::member(cfg, "num_key_value_heads")->is_null())
+    INFER_RETURN_IF_ERROR(need("num_key_value_heads", hp.n_kv));
+  hp.head_dim = hp.n_embd / hp.n_head;
+  const bool explicit_head = json::get_int(cfg, "head_dim").has_value();
+  if (explicit_head) INFER_RETURN_IF_ERROR(need("head_dim", hp.head_dim));
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  auto number = [&](const char* key) -> std::optional<double> { return json::get_number(cfg, key); };
+  // rope_theta, or (newer configs) rope_parameters.rope_theta.
+  std::optional<double> theta = number("rope_theta");
+  const Json* rope_params = json::member(cfg, "rope_parameters");
+  if (!theta && rope_params) theta = json::get_number(*rope_params, "rope_theta");
+
+  if (auto ctx = json::get_int(cfg, "max_position_embeddings")) md.set(a + "context_length", u32(*ctx));
+  md.set(a + "embedding_length", u32(hp.n_embd));
+  md.set(a + "block_count", u32(hp.n_layer));
+  md.set(a + "feed_forward_length", u32(hp.n_ff));
+  md.set(a + "attention.head_count", u32(hp.n_head));
+  md.set(a + "attention.head_count_kv", u32(hp.n_kv));
+  if (theta) md.set(a + "rope.freq_base", static_cast<float>(*theta));
+  if (auto eps = number("rms_norm_eps")) md.set(a + "attention.layer_norm_rms_epsilon", static_cast<float>(*eps));
+  if (fam.rope_dimension_key) md.set(a + "rope.dimension_count", u32(hp.head_dim));
+  if (explicit_head || std::string_view(fam.gguf_arch) == "gemma3") {
+    md.set(a + "attention.key_length", u32(hp.head_dim));
+    md.set(a + "attention.value_length", u32(hp.head_dim));
+  }
+  if (fam.vocab_size_key)
+    if (auto v = json::get_int(cfg, "vocab_size")) md.set(a + "vocab_size", u32(*v));
+
+  // RoPE scaling: linear (as convert writes it), Llama 3's per-pair factors; others are refused
+  // by name. Newer configs keep it in rope_parameters.
+  const Json* scaling = json::member(cfg, "rope_scaling");
+  if ((!scaling || scaling->is_null()) && rope_params && rope_params->is_object()) scaling = rope_params;
+  if (scaling && scaling->is_object()) {
+    const std::string* type = json::get_string(*scaling, "rope_type");
+    if (!type) type = json::get_string(*scaling, "type");
+    const std::string t = type ? *type : "";
+    if (t == "linear") {
+      auto factor = json::get_number(*scaling, "factor");
+      if (!factor || !(*factor > 0)) return malformed_file(where + ": rope_scaling.factor missing or not positive");
+      md.set(a + "rope.scaling.type", "linear");
+      md.set(a + "rope.scaling.factor", static_cast<float>(*factor));
+    } else if (t == "llama3" && fam.permute_qk) {
+      hp.rope_freqs = llama3_rope_factors(*scaling, theta.value_or(10000.0), hp.head_dim);
+    } else if (t != "default" && !t.empty()) {
+      return unsupported(where + ": rope_scaling type '" + t + "' is not supported in model directories yet (linear is)");
+    }
+  }
+  if (std::string_view(fam.gguf_arch) == "gemma3") {
+    if (auto local = number("rope_local_base_freq")) md.set(a + "rope.freq_base_swa", static_cast<float>(*local));
+    if (auto cap = number("final_logit_softcapping"); cap && *cap > 0)
+      md.set(a + "final_logit_softcapping", static_cast<float>(*cap));
+    if (const Json* softcap = json::member(cfg, "attn_logit_softcapping"); softcap && !softcap->is_null())
+      return unsupported(where + ": attn_logit_softcapping is not supported (Gemma 3 has none)");
+    const auto pattern = json::get_int(cfg, "sliding_window_pattern");
+    if (auto window = json::get_int(cfg, "sliding_window"); window && *window > 0 && pattern.value_or(6) != 1)
+      md.set(a + "attention.sliding_window", u32(*window));
+    if (const Json* types = json::member(cfg, "layer_types"); types && types->is_array()) {
+      if (types->size() != static_cast<size_t>(hp.n_layer))
+        return malformed_file(where + ": layer_types has " + std::to_string(types->size()) + " entries for " +
+                              std::to_string(hp.n_layer) + " layers");
+      std::vector<uint8_t> flags;
+      for (const Json& t : *types) flags.push_back(t.is_string() && t.get_ref<const std::string&>() == "sliding_attention");
+      md.set(a + "attention.sliding_window_pattern", Array::of(ValueType::boolean, std::span<const uint8_t>(flags)));
+    } else if (pattern) {
+      md.set(a + "attention.sliding_window_pattern", u32(*pattern));
+    }
+  } else if (std::string_view(fam.gguf_arch) == "phi3") {
+    if (auto window = json::get_int(cfg, "sliding_window"); window && *window > 0)
+      md.set(a + "attention.sliding_window", u32(*window));
+  }
+  return hp;
+}
+
+struct Shard {
+  std::string name;
+  safetensors::File file;
+};
+
+Result<DType> dtype_of(const safetensors::Tensor& t, const std::string& where) {
+  switch (t.dtype) {
+    case safetensors::Dtype::f32: return DType::f32;
+    case safetensors::Dtype::f16: return DType::f16;
+    case safetensors::Dtype::bf16: return DType::bf16;
+    case safetensors::Dtype::i8: return DType::i8;
+    case safetensors::Dtype::i32: return DType::i32;
+    default: break;
+  }
+  return unsupported(where + ": tensor '" + t.name + "' is " + safetensors::dtype_name(t.dtype) +
+                     ": quantized (compressed-tensors) checkpoints are not supported yet (F32, F16 and BF16 weights are)");
+}
+
+}  // namespace
+
+Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
+  const fs::path root(dir);
+  const std::string config_path = (root / "config.json").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(root / "config.json", ec))
+    return not_found(dir + ": a model directory needs config.json (a Hugging Face checkpoint), and none is there");
+  INFER_ASSIGN_OR_RETURN(std::string config_text, read_small_file(root / "config.json", 16u << 20));
+  INFER_ASSIGN_OR_RETURN(Json config, json::parse(config_text, config_path));
+  if (!config.is_object()) return malformed_file(config_path + ": not a JSON object");
+
+  // The family: architectures[0], else model_type.
+  std::string arch_name;
+  if (const Json* archs = json::member(config, "architectures"); archs && archs->is_array() && !archs->empty() &&
+                                                                   (*archs)[0].is_string())
+    arch_name = (*archs)[0].get<std::string>();
+  else if (const std::string* type = json::get_string(config, "model_type"))
+    arch_name = *type;
+  const Family* fam = nullptr;
+  for (const Family& f : kFamilies)
+    if (!arch_name.empty() && has_word(f.architectures, arch_name)) fam = &f;
+  if (!fam)
+    return unsupported(config_path + ": architecture '" + arch_name.substr(0, 96) +
+                       "' is not supported (Llama, Mistral, Gemma 3, Qwen2, Qwen3 and Phi-3 models are)");
+  // Multimodal wrappers keep the text model's hyper-parameters in text_config.
+  const Json* cfg = &config;
+  if (const Json* text = json::member(config, "text_config"); text && text->is_object()) cfg = text;
+
+  ModelFile::Parts parts;
+  parts.path = dir;
+  parts.format = "safetensors";
+  Metadata& md = parts.metadata;
+  md.set("general.architecture", std::string(fam->gguf_arch));
+  std::string name = root.filename().string();
+  if (name.empty()) name = root.parent_path().filename().string();
+  md.set("general.name", name);
+  INFER_ASSIGN_OR_RETURN(Hparams hp, translate_config(*cfg, *fam, config_path, md));
+  const bool tied = json::get_bool(*cfg, "tie_word_embeddings").value_or(json::get_bool(config, "tie_word_embeddings").value_or(false));
+
+  // The shards.
+  std::vector<Shard> shards;
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  const fs::path index_path = root / "model.safetensors.index.json";
+  if (fs::is_regular_file(index_path, ec)) {
+    INFER_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path, 64u << 20));
+    INFER_ASSIGN_OR_RETURN(safetensors::ShardIndex index, safetensors::parse_shard_index(text, index_path.string()));
+    for (const std::string& s : index.shards) shards.push_back({s, {}});
+    weight_map = std::move(index.weight_map);
+  } else if (fs::is_regular_file(root / "model.safetensors", ec)) {
+    shards.push_back({"model.safetensors", {}});
+  } else {
+    return not_found(dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  for (Shard& s : shards) {
+    INFER_ASSIGN_OR_RETURN(s.file, safetensors::read_file((root / s.name).string(), mode));
+  }
+  if (!weight_map.empty()) {
+    std::unordered_map<std::string_view, const Shard*> by_name;
+    for (const Shard& s : shards) by_name.emplace(s.name, &s);
+    std::unordered_set<std::string_view> listed;
+    for (const auto& entry : weight_map) {
+      const std::string& tensor = entry.first;
+      const std::string& shard = entry.second;
+      const Shard* s = by_name.at(shard);
+      const bool found = std::any_of(s->file.tensors.begin(), s->file.tensors.end(),
+                                     [&](const safetensors::Tensor& t) { return t.name == tensor; });
+      if (!found)
+        return malformed_file(index_path.string() + ": tensor '" + tensor.substr(0, 96) + "' is not in its shard " + shard);
+      listed.insert(tensor);
+    }
+    for (const Shard& s : shards)
+      for (const auto& t : s.file.tensors)
+        if (!listed.count(t.name))
+          return malformed_file(index_path.string() + ": shard " + s.name + " holds tensor '" + t.name.substr(0, 96) +
+                                "', which weight_map does not list");
+  }
+
+  // The tokenizer (its size trims Gemma's padded embedding rows, as convert does).
+  INFER_RETURN_IF_ERROR(read_tokenizer(dir, md));
+  const Array* tokens = md.get_array("tokenizer.ggml.tokens");
+  const int64_t n_tokens = tokens ? static_cast<int64_t>(tokens->count) : 0;
+
+  // The tensors.
+  std::unordered_set<std::string> seen;
+  for (const Shard& s : shards) {
+    const std::string where = (root / s.name).string();
+    for (const safetensors::Tensor& t : s.file.tensors) {
+      // The dtype first: a compressed-tensors checkpoint is named as such, not by its scale tensors.
+      INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
+      auto mapped = gguf_name(*fam, t.name);
+      if (!mapped)
+        return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has no GGUF counterpart for " + fam->gguf_arch);
+      if (mapped->empty()) continue;
+      if (*mapped == "output.weight" && tied) continue;  // the embeddings serve as the output
+      if (!seen.insert(*mapped).second) return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' appears twice");
+      TensorInfo info;
+      info.name = *mapped;
+      info.dtype = dtype;
+      if (t.shape.size() > static_cast<size_t>(kMaxDims))
+        return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has " + std::to_string(t.shape.size()) +
+                           " dimensions (at most " + std::to_string(kMaxDims) + ")");
+      info.n_dims = static_cast<int>(t.shape.size());
+      for (int d = 0; d < info.n_dims; ++d) info.shape[d] = t.shape[t.shape.size() - 1 - static_cast<size_t>(d)];
+      info.offset = t.begin;
+      info.nbytes = t.nbytes();
+      const uint8_t* data = t.data;
+      // Gemma's embeddings may have padding rows past the tokenizer's vocabulary: convert drops them.
+      if (fam->norm_plus_one && info.name == "token_embd.weight" && info.n_dims == 2 && n_tokens > 0 &&
+          info.shape[1] > n_tokens) {
+        info.nbytes = info.nbytes / static_cast<uint64_t>(info.shape[1]) * static_cast<uint64_t>(n_tokens);
+        info.shape[1] = n_tokens;
+      }
+      const bool is_q = info.name.ends_with(".attn_q.weight") || info.name.ends_with(".attn_q.bias");
+      const bool is_k = info.name.ends_with(".attn_k.weight") || info.name.ends_with(".attn_k.bias");
+      if (fam->permute_qk && (is_q || is_k)) {
+        const int64_t heads = is_q ? hp.n_head : hp.n_kv;
+        const int64_t rows = info.n_dims == 1 ? info.shape[0] : info.shape[1];
+        if (info.n_dims > 2 || rows % heads != 0 || (rows / heads) % 2 != 0)
+          return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "': " + std::to_string(rows) +
+                                " rows do not split into " + std::to_string(heads) + " heads of an even size");
+        INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
+        if (info.nbytes > 0) permute_rows(data, buf.data(), rows, info.nbytes / static_cast<uint64_t>(rows), heads);
+        data = buf.data();
+        parts.owned.push_back(std::move(buf));
+      } else if (fam->norm_plus_one && info.name.ends_with("norm.weight")) {
+        if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+          return malformed_file(where + ": norm '" + t.name.substr(0, 96) + "' is not a float tensor");
+        const int64_t n = info.numel();
+        INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(n) * 4));
+        float* out = buf.as<float>();
+        for (int64_t i = 0; i < n; ++i) out[i] = element_as_f32(dtype, data, i) + 1.0f;
+        info.dtype = DType::f32;
+        info.nbytes = static_cast<uint64_t>(n) * 4;
+        data = buf.data();
+        parts.owned.push_back(std::move(buf));
+      }
+      info.view = TensorView::contiguous(info.dtype, info.n_dims, info.shape, const_cast<uint8_t*>(data));
+      parts.tensors.push_back(std::move(info));
+    }
+  }
+  if (!hp.rope_freqs.empty()) {
+    TensorInfo info;
+    info.name = "rope_freqs.weight";
+    info.n_dims = 1;
+    info.shape[0] = static_cast<int64_t>(hp.rope_freqs.size());
+    info.nbytes = hp.rope_freqs.size() * 4;
+    INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
+    std::memcpy(buf.data(), hp.rope_freqs.data(), static_cast<size_t>(info.nbytes));
+    info.view = TensorView::contiguous(DType::f32, 1, info.shape, buf.data());
+    parts.owned.push_back(std::move(buf));
+    parts.tensors.push_back(std::move(info));
+  }
+  parts.file = shards.front().file.file;
+  parts.data_offset = shards.front().file.header_bytes;
+  for (size_t i = 1; i < shards.size(); ++i) parts.extra_files.push_back(shards[i].file.file);
+  return ModelFile(std::move(parts));
+}
+
+}  // namespace infer::hf

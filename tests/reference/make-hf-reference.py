@@ -13,14 +13,17 @@ tokenizer.json with the `tokenizers` library, in chunks of N_CTX, the first of e
 by BOS in the file itself (llama-perplexity replaces it when it runs; stored so, the input is the
 same whether the reader adds BOS or not). transformers runs each chunk in
 float32 with eager attention; a BF16 checkpoint is upcast exactly (its weights are the F32 ones
-rounded to BF16), so both references are float32 computations.
+rounded to BF16), so every reference is a float32 computation. For BF16 checkpoints there are two:
+FAMILY-bf16.kld rounds the input of every Linear layer to BF16 first (what llama.cpp's BF16 matmul
+and libinfer's do: the arithmetic libinfer claims), FAMILY-bf16-f32act.kld does not (exact float32
+activations: how far that rounding moves the distributions).
 
 Run once when the checkpoints change (needs torch, transformers, tokenizers, numpy from PyPI):
 
   python3 -m venv /tmp/hf && /tmp/hf/bin/pip install torch transformers numpy
   /tmp/hf/bin/python tests/reference/make-hf-reference.py
 
-Writes tests/data/hf_reference/{FAMILY}-{f32,bf16}.kld, checkpoints.sha256 (the SHA-256 of each
+Writes tests/data/hf_reference/{FAMILY}-{f32,bf16,bf16-f32act}.kld, checkpoints.sha256 (the SHA-256 of each
 checkpoint's model.safetensors, which the test checks first: the reference holds only for those
 weights) and versions.txt.
 """
@@ -69,7 +72,7 @@ def main():
     torch.manual_seed(0)
     digests = []
     for family in hf_checkpoints.FAMILIES:
-        for dtype in ("F32", "BF16"):
+        for dtype, act, suffix in (("F32", "f32", "f32"), ("BF16", "bf16", "bf16"), ("BF16", "f32", "bf16-f32act")):
             with tempfile.TemporaryDirectory() as d:
                 cfg = hf_checkpoints.make(family, d, CORPUS, dtype)
                 tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
@@ -80,6 +83,14 @@ def main():
                 model = transformers.AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32,
                                                                           attn_implementation="eager")
                 model.eval()
+                hooks = []
+                if act == "bf16":
+                    # llama.cpp's BF16 matmul (and libinfer's, bit for bit) rounds each activation
+                    # row to BF16 before the products: the same rounding on every Linear's input.
+                    for mod in model.modules():
+                        if isinstance(mod, torch.nn.Linear):
+                            hooks.append(mod.register_forward_pre_hook(
+                                lambda _m, args: (args[0].to(torch.bfloat16).to(torch.float32),)))
                 n_vocab = cfg["vocab_size"]
                 first = N_CTX // 2
                 blob = b""
@@ -89,8 +100,8 @@ def main():
                         logits = model(torch.tensor(chunk[None, :], dtype=torch.long)).logits[0].float().numpy()
                     blob += kld_rows(logits[first:N_CTX - 1])
                 with open(os.path.join(d, "model.safetensors"), "rb") as f:
-                    digests.append(f"{hashlib.sha256(f.read()).hexdigest()}  {family}-{dtype.lower()}\n")
-                path = os.path.join(OUT, f"{family}-{dtype.lower()}.kld")
+                    digests.append(f"{hashlib.sha256(f.read()).hexdigest()}  {family}-{suffix}\n")
+                path = os.path.join(OUT, f"{family}-{suffix}.kld")
                 with open(path, "wb") as out:
                     out.write(b"_logits_" + struct.pack("<iii", N_CTX, n_vocab, N_CHUNK) + tokens.tobytes() + blob)
                 print(f"{path}: {N_CHUNK} chunks of {N_CTX}, vocab {n_vocab}", file=sys.stderr)

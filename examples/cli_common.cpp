@@ -103,7 +103,8 @@ WeightType parse_weight_type(const char* tool, const char* usage, const std::str
   if (text == "keep") return WeightType::keep;
   if (text == "q8_0") return WeightType::q8_0;
   if (text == "q4_0") return WeightType::q4_0;
-  usage_error(tool, "--weight-type must be keep, q8_0 or q4_0", usage);
+  if (text == "int8") return WeightType::int8;
+  usage_error(tool, "--weight-type must be keep, q8_0, q4_0 or int8", usage);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "quant/int8_rows.hpp"
 
 namespace infer {
 
@@ -59,6 +60,7 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
   const int64_t n = t->shape[0], rows = t->view.rows();
   const auto block = static_cast<int64_t>(dtype_traits(*weight_type_)->block_size);
   if (!is_float || n % block != 0) return t;  // already quantized, or rows not made of whole blocks
+  if (*weight_type_ == DType::i8_row && n > kI8RowMaxElements) return t;  // its integer dots could overflow
   const RowFromFloat quantize = cpu_type_traits(*weight_type_)->from_float;
   const auto row_bytes = dtype_row_bytes(*weight_type_, static_cast<uint64_t>(n));
   if (!row_bytes) return invalid_argument(t->name + ": row size overflows");

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "quant/dequantize.hpp"
+#include "quant/int8_rows.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_activations.hpp"
 
@@ -59,6 +60,10 @@ constexpr CpuTypeTraits kTable[] = {
      .from_float = round_activations_bf16, .from_float_activation = round_activations_bf16,
      .vec_dot_type = DType::bf16, .dot_ref = qdot_bf16_ref, .dot_avx2 = qdot_bf16_avx2, .gemm_avx2 = &qgemm_bf16_avx2,
      .gemm_avx512 = &qgemm_bf16_avx512, .load_packing = &qgemm_bf16_pairs_avx512},
+    {.type = DType::i8_row, .to_float_ref = dequantize_i8_row, .to_float_avx2 = dequantize_i8_row,
+     .from_float = quantize_row_i8_row, .from_float_activation = quantize_activations_i8_row,
+     .vec_dot_type = DType::i8_row, .dot_ref = qdot_i8_row_ref, .dot_avx2 = qdot_i8_row_avx2,
+     .dot_avx512 = qdot_i8_row_avx512, .gemm_avx512 = &qgemm_i8_row_avx512},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

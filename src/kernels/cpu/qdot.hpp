@@ -89,4 +89,11 @@ QDotKernel qdot_q4_k_avx2;
 QDotKernel qdot_q5_k_avx2;
 QDotKernel qdot_q6_k_avx2;
 
+// INT8 with a scale per row (DType::i8_row; arithmetic in quant/int8_rows.hpp: an exact integer
+// sum, then float(Σ) * (sw * sa)); every variant gives the same bits. The _avx512 one needs
+// CpuIsa::avx512 (VNNI).
+QDotKernel qdot_i8_row_ref;
+QDotKernel qdot_i8_row_avx2;
+QDotKernel qdot_i8_row_avx512;
+
 }  // namespace infer

@@ -57,12 +57,13 @@ inline constexpr const char* kEngineUsage =
     "  --batch-wait-ms T    an idle engine waits this long to gather a batch (default 0)\n"
     "  --max-waiting N      queued requests at most before submit fails (default 1024)\n"
     "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n"
-    "  --weight-type T      keep (default), q8_0, q4_0 or int8 (W8A8): quantize float weight matrices at load\n";
+    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), fp8 or fp8-tensor (E4M3 weights, a scale\n"
+    "                       per channel / per matrix): quantize float weight matrices at load\n";
 bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& config);
 
 // "--kv-type" values: f16 or f32; a usage error otherwise.
 KvType parse_kv_type(const char* tool, const char* usage, const std::string& text);
-// "--weight-type" values: keep, q8_0, q4_0 or int8; a usage error otherwise.
+// "--weight-type" values: keep, q8_0, q4_0, int8, fp8 or fp8-tensor; a usage error otherwise.
 WeightType parse_weight_type(const char* tool, const char* usage, const std::string& text);
 
 // The KV pool of a one-sequence tool: the context given with -c, else the longest the engine

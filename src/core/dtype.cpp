@@ -49,6 +49,9 @@ constexpr std::array kTraits{
     DTypeTraits{DType::q2_0, "Q2_0", 64, 18, true, false},
     // Row: n int8 quants, then f32 scale and int32 Σ quants (quant/int8_rows.hpp).
     DTypeTraits{DType::i8_row, "I8_ROW", 32, 32, true, true, 8, true},
+    // Row: n e4m3 codes, then f32 scale and 4 zero bytes (quant/fp8_rows.hpp).
+    DTypeTraits{DType::f8_row, "F8E4M3_ROW", 32, 32, true, true, 8, true},
+    DTypeTraits{DType::f8_tensor, "F8E4M3_TENSOR", 32, 32, true, true, 8, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {

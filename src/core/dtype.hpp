@@ -26,11 +26,13 @@ enum class DType : uint32_t {
   // 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8 (likewise)
   mxfp4 = 39, nvfp4 = 40, q1_0 = 41, q2_0 = 42,
   // libinfer's own types, never read from or written to a GGUF file (DTypeTraits::internal): weights
-  // converted at load (quant/int8_rows.hpp).
-  i8_row = 200,  // INT8, one f32 scale per row (per output channel; per token for activations)
+  // converted at load (quant/int8_rows.hpp, quant/fp8_rows.hpp).
+  i8_row = 200,     // INT8, one f32 scale per row (per output channel; per token for activations)
+  f8_row = 201,     // FP8 E4M3 (e4m3fn), one f32 scale per row (quant/fp8_rows.hpp)
+  f8_tensor = 202,  // the same rows, quantized with one scale for the whole matrix
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 200;
+inline constexpr uint32_t kMaxDTypeId = 202;
 
 struct DTypeTraits {
   DType type;

@@ -18,6 +18,8 @@
 //  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
 //  I8_ROW      ref         per-channel        per-token (int8_rows)   I8_ROW        ref, avx2 avx512
 //                                                                                   avx512
+//  F8E4M3_ROW  ref         per-channel        copy                    F32           ref, avx2 -
+//  F8E4M3_TENSOR                                                                    avx512
 //
 // (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512.)
 //

@@ -96,4 +96,10 @@ QDotKernel qdot_i8_row_ref;
 QDotKernel qdot_i8_row_avx2;
 QDotKernel qdot_i8_row_avx512;
 
+// FP8 E4M3 weights (DType::f8_row, f8_tensor) against F32 activations (arithmetic in
+// quant/fp8_rows.hpp: 16 lanes of fused products, a fixed tree); every variant gives the same bits.
+QDotKernel qdot_f8_row_ref;
+QDotKernel qdot_f8_row_avx2;
+QDotKernel qdot_f8_row_avx512;
+
 }  // namespace infer

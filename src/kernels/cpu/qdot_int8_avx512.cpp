@@ -28,9 +28,16 @@ inline uint32_t offset_of(const void* w, int64_t n) { return 0u - 128u * static_
 template <int R>
 void rows_dot(const int8_t* w, int64_t n, const uint8_t* a, int64_t as, float* y, int64_t ys) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512i acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
+  __m512i acc[R], acc2[R];  // two chains per row (the integer sum is the same in any grouping)
+  for (int r = 0; r < R; ++r) acc[r] = acc2[r] = _mm512_setzero_si512();
   int64_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    const __m512i w0 = _mm512_loadu_si512(w + i), w1 = _mm512_loadu_si512(w + i + 64);
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_xor_si512(_mm512_loadu_si512(a + r * as + i), flip), w0);
+      acc2[r] = _mm512_dpbusd_epi32(acc2[r], _mm512_xor_si512(_mm512_loadu_si512(a + r * as + i + 64), flip), w1);
+    }
+  }
   for (; i + 64 <= n; i += 64) {
     const __m512i wv = _mm512_loadu_si512(w + i);
     for (int r = 0; r < R; ++r)
@@ -45,7 +52,7 @@ void rows_dot(const int8_t* w, int64_t n, const uint8_t* a, int64_t as, float* y
   const uint32_t offset = offset_of(w, n);
   const float sw = i8_row_scale(w, n);
   for (int r = 0; r < R; ++r) {
-    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(_mm512_reduce_add_epi32(acc[r])) + offset);
+    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(acc[r], acc2[r]))) + offset);
     y[r * ys] = static_cast<float>(sum) * (sw * i8_row_scale(a + r * as, n));
   }
 }

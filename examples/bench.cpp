@@ -29,7 +29,8 @@ using namespace infer;
 
 constexpr const char* kTool = "infer-bench";
 constexpr const char* kUsage =
-    "usage: infer-bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [-b 512] [--kv-type T] [--device D] [--json]\n"
+    "usage: infer-bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [-b 512] [--kv-type T]\n"
+    "                   [--weight-type T] [--device D] [--json]\n"
     "Prompt processing (ppP: a prompt of P tokens) and generation (tgN: N tokens generated) from an\n"
     "empty context, greedy, as llama.cpp's llama-bench measures them: one warm-up run, then REPS\n"
     "timed runs of each test; tokens/s as mean and standard deviation over the runs.\n"
@@ -40,6 +41,8 @@ constexpr const char* kUsage =
     "  -r N                 timed runs of each test (default 5)\n"
     "  -b N                 prompt tokens per forward step (default 512, llama-bench's n_ubatch)\n"
     "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0 (llama-bench's -ctk/-ctv)\n"
+    "  --weight-type T      keep (default), q8_0, q4_0, int8, fp8 or fp8-tensor: quantize float weight\n"
+    "                       matrices at load\n"
     "  --device D           cpu (default), cuda or cuda:N: where the model computes\n"
     "  --json               a JSON array of the tests with llama-bench's field names (its -o json)\n"
     "Environment: INFER_PROFILE=1 adds the time per op on stderr at the end.\n";
@@ -51,6 +54,7 @@ struct Options {
   int reps = 5;
   bool json = false;
   KvType kv_type = KvType::f16;
+  WeightType weight_type = WeightType::keep;
   std::string device = "cpu";
 };
 
@@ -67,6 +71,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-r" || a == "--repetitions") o.reps = static_cast<int>(integer(1, 1000));
     else if (a == "-b" || a == "--batch-size") o.n_batch = integer(1, 1 << 16);
     else if (a == "--kv-type") o.kv_type = cli::parse_kv_type(kTool, kUsage, next());
+    else if (a == "--weight-type") o.weight_type = cli::parse_weight_type(kTool, kUsage, next());
     else if (a == "--device") o.device = cli::parse_device_name(kTool, kUsage, next());
     else if (a == "--json") o.json = true;
     else if (a == "-h" || a == "--help") {
@@ -284,6 +289,7 @@ int main(int argc, char** argv) {
   config.max_batch_tokens = o.n_batch;
   config.prefix_cache = false;
   config.kv_type = o.kv_type;
+  config.weight_type = o.weight_type;
   config.device = o.device;
   // Room for the longest run: the prompt, or the BOS and the generated tokens.
   config.max_context = std::max(o.n_prompt, o.n_gen + 1);

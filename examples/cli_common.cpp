@@ -109,7 +109,10 @@ WeightType parse_weight_type(const char* tool, const char* usage, const std::str
   if (text == "keep") return WeightType::keep;
   if (text == "q8_0") return WeightType::q8_0;
   if (text == "q4_0") return WeightType::q4_0;
-  usage_error(tool, "--weight-type must be keep, q8_0 or q4_0", usage);
+  if (text == "int8") return WeightType::int8;
+  if (text == "fp8") return WeightType::fp8;
+  if (text == "fp8-tensor") return WeightType::fp8_tensor;
+  usage_error(tool, "--weight-type must be keep, q8_0, q4_0, int8, fp8 or fp8-tensor", usage);
 }
 
 namespace {

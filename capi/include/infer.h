@@ -122,7 +122,11 @@ INFER_API const char *infer_engine_error(const infer_engine *engine);
 typedef enum infer_weight_type {
   INFER_WEIGHT_KEEP = 0, /* as the file stores them */
   INFER_WEIGHT_Q8_0 = 1, /* as llama-quantize --pure writes Q8_0 */
-  INFER_WEIGHT_Q4_0 = 2  /* as llama-quantize --pure writes Q4_0 */
+  INFER_WEIGHT_Q4_0 = 2, /* as llama-quantize --pure writes Q4_0 */
+  INFER_WEIGHT_INT8 = 3, /* INT8 W8A8: int8 weights with an f32 scale per output channel, activations
+                            quantized to int8 per token, integer dots (docs/quantization.md) */
+  INFER_WEIGHT_FP8 = 4,  /* FP8 E4M3 weights, an f32 scale per output channel; F32 activations */
+  INFER_WEIGHT_FP8_TENSOR = 5 /* FP8 E4M3 weights, one f32 scale per matrix; F32 activations */
 } infer_weight_type;
 
 /* Element types of the KV cache: F16 (llama.cpp's default), F32 (twice the bytes, for accuracy

@@ -4,8 +4,13 @@
 
 namespace infer {
 
-// Weight matrices as the file stores them, or quantized at load (float matrices only; what
-// llama-quantize --pure writes for the type).
-enum class WeightType : int { keep = 0, q8_0, q4_0 };
+// Weight matrices as the file stores them, or quantized at load (float matrices only):
+//   q8_0, q4_0  what llama-quantize --pure writes for the type
+//   int8        INT8 W8A8: symmetric int8 weights with one f32 scale per output channel, activations
+//               quantized to int8 per token at each matmul, integer dot products
+//               (docs/quantization.md, "INT8, FP8 and INT4 weights")
+//   fp8         FP8 E4M3 weights with one f32 scale per output channel, weight-only (F32 activations)
+//   fp8_tensor  FP8 E4M3 weights with one f32 scale per matrix, weight-only
+enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor };
 
 }  // namespace infer

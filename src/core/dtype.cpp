@@ -47,6 +47,11 @@ constexpr std::array kTraits{
     DTypeTraits{DType::nvfp4, "NVFP4", 64, 36, true, false},
     DTypeTraits{DType::q1_0, "Q1_0", 128, 18, true, false},
     DTypeTraits{DType::q2_0, "Q2_0", 64, 18, true, false},
+    // Row: n int8 quants, then f32 scale and int32 Σ quants (quant/int8_rows.hpp).
+    DTypeTraits{DType::i8_row, "I8_ROW", 32, 32, true, true, 8, true},
+    // Row: n e4m3 codes, then f32 scale and 4 zero bytes (quant/fp8_rows.hpp).
+    DTypeTraits{DType::f8_row, "F8E4M3_ROW", 32, 32, true, true, 8, true},
+    DTypeTraits{DType::f8_tensor, "F8E4M3_TENSOR", 32, 32, true, true, 8, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {
@@ -90,7 +95,9 @@ std::optional<DType> dtype_from_name(std::string_view name) noexcept {
 std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n_elements) noexcept {
   const auto* tr = dtype_traits(t);
   if (!tr || n_elements % tr->block_size != 0) return std::nullopt;
-  return checked_mul(n_elements / tr->block_size, tr->block_bytes);
+  const auto blocks = checked_mul(n_elements / tr->block_size, tr->block_bytes);
+  if (!blocks) return std::nullopt;
+  return checked_add(*blocks, uint64_t{tr->row_extra_bytes});
 }
 
 }  // namespace infer

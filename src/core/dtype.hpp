@@ -25,9 +25,14 @@ enum class DType : uint32_t {
   tq1_0 = 34, tq2_0 = 35,
   // 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8 (likewise)
   mxfp4 = 39, nvfp4 = 40, q1_0 = 41, q2_0 = 42,
+  // libinfer's own types, never read from or written to a GGUF file (DTypeTraits::internal): weights
+  // converted at load (quant/int8_rows.hpp, quant/fp8_rows.hpp).
+  i8_row = 200,     // INT8, one f32 scale per row (per output channel; per token for activations)
+  f8_row = 201,     // FP8 E4M3 (e4m3fn), one f32 scale per row (quant/fp8_rows.hpp)
+  f8_tensor = 202,  // the same rows, quantized with one scale for the whole matrix
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 42;
+inline constexpr uint32_t kMaxDTypeId = 202;
 
 struct DTypeTraits {
   DType type;
@@ -36,6 +41,10 @@ struct DTypeTraits {
   uint32_t block_bytes;  // bytes per block
   bool quantized;        // block-quantized (not a plain number type)
   bool computable;       // libinfer has kernels for it (dequantize, matmul); false: readable only
+  // Bytes every row carries after its blocks (the per-row scale of the row-scaled types), 0 for
+  // GGUF's types: a row of n elements takes n / block_size * block_bytes + row_extra_bytes.
+  uint32_t row_extra_bytes = 0;
+  bool internal = false;  // libinfer's own type: not a GGUF tensor type (readers reject it)
 };
 
 // Traits of a type id, or nullptr for an id that is not a known type.
@@ -51,8 +60,8 @@ std::string_view dtype_name(DType t) noexcept;
 // Case-insensitive lookup by name ("q8_0", "BF16").
 std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 
-// Bytes of `n_elements` elements laid out as one row; nullopt when n_elements is not a multiple
-// of the block size or the size overflows.
+// Bytes of `n_elements` elements laid out as one row (row_extra_bytes included); nullopt when
+// n_elements is not a multiple of the block size or the size overflows.
 std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n_elements) noexcept;
 
 }  // namespace infer

@@ -12,7 +12,7 @@ TensorView TensorView::contiguous(DType dtype, int n_dims, std::array<int64_t, k
   t.device = device;
   const auto* tr = dtype_traits(dtype);
   t.stride[0] = tr->block_size == 1 ? tr->block_bytes : 0;
-  t.stride[1] = static_cast<uint64_t>(shape[0]) / tr->block_size * tr->block_bytes;
+  t.stride[1] = static_cast<uint64_t>(shape[0]) / tr->block_size * tr->block_bytes + tr->row_extra_bytes;
   for (int d = 2; d < kMaxDims; ++d) t.stride[d] = t.stride[d - 1] * static_cast<uint64_t>(shape[d - 1]);
   return t;
 }
@@ -21,7 +21,7 @@ bool TensorView::is_contiguous() const {
   const auto* tr = dtype_traits(dtype);
   if (!tr) return false;
   if (tr->block_size == 1 && stride[0] != tr->block_bytes) return false;
-  if (stride[1] != static_cast<uint64_t>(shape[0]) / tr->block_size * tr->block_bytes) return false;
+  if (stride[1] != static_cast<uint64_t>(shape[0]) / tr->block_size * tr->block_bytes + tr->row_extra_bytes) return false;
   for (int d = 2; d < kMaxDims; ++d)
     if (shape[d] > 1 && stride[d] != stride[d - 1] * static_cast<uint64_t>(shape[d - 1])) return false;
   return true;

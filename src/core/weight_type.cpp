@@ -9,7 +9,8 @@ struct Pair {
   WeightType weight;
   DType dtype;
 };
-constexpr Pair kPairs[] = {{WeightType::q8_0, DType::q8_0}, {WeightType::q4_0, DType::q4_0}};
+constexpr Pair kPairs[] = {{WeightType::q8_0, DType::q8_0}, {WeightType::q4_0, DType::q4_0}, {WeightType::int8, DType::i8_row},
+                           {WeightType::fp8, DType::f8_row}, {WeightType::fp8_tensor, DType::f8_tensor}};
 
 }  // namespace
 

@@ -250,7 +250,7 @@ Result<ModelFile::Parts> Parser::parse(std::shared_ptr<const MappedFile> file) {
     uint32_t raw_dtype = 0;
     INFER_RETURN_IF_ERROR(read_or_fail(raw_dtype, "the type", what));
     const DTypeTraits* traits = dtype_traits(raw_dtype);
-    if (!traits) return fail_at(pos_ - 4, what + ": unknown tensor type " + std::to_string(raw_dtype));
+    if (!traits || traits->internal) return fail_at(pos_ - 4, what + ": unknown tensor type " + std::to_string(raw_dtype));
     t.dtype = traits->type;
     if (t.shape[0] % traits->block_size != 0)
       return fail_at(info_pos, what + ": row length " + std::to_string(t.shape[0]) + " is not a multiple of " +

@@ -116,6 +116,7 @@ Result<Writer::PendingTensor> Writer::check_tensor(std::string name, DType dtype
     if (t.name == name) return invalid_argument("tensor '" + name + "' added twice");
   const DTypeTraits* traits = dtype_traits(dtype);
   if (!traits) return invalid_argument("tensor '" + name + "': unknown type");
+  if (traits->internal) return invalid_argument("tensor '" + name + "': " + traits->name + " is not a GGUF tensor type");
   if (shape.empty() || shape.size() > static_cast<size_t>(kMaxDims))
     return invalid_argument("tensor '" + name + "': needs 1 to 4 dimensions");
   PendingTensor t{std::move(name), dtype, static_cast<int>(shape.size()), {1, 1, 1, 1}, 0, {}, {}};

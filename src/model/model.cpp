@@ -32,7 +32,7 @@ std::vector<std::string> supported_architectures() {
 
 Result<std::unique_ptr<Model>> load_model(std::shared_ptr<const ModelFile> file, const LoadOptions& options) {
   if (options.weight_type && !weight_type_of(*options.weight_type))
-    return invalid_argument("weight_type " + std::string(dtype_name(*options.weight_type)) + ": load-time quantization writes Q8_0 or Q4_0");
+    return invalid_argument("weight_type " + std::string(dtype_name(*options.weight_type)) + ": load-time quantization writes Q8_0, Q4_0, I8_ROW or F8E4M3_ROW / _TENSOR");
   const std::string* arch = file->metadata().get_string("general.architecture");
   if (!arch) return malformed_file(file->path() + ": missing metadata key general.architecture");
   for (const Family& family : families()) {

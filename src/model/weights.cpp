@@ -6,6 +6,8 @@
 
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "quant/fp8_rows.hpp"
+#include "quant/int8_rows.hpp"
 
 namespace infer {
 
@@ -59,6 +61,10 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
   const int64_t n = t->shape[0], rows = t->view.rows();
   const auto block = static_cast<int64_t>(dtype_traits(*weight_type_)->block_size);
   if (!is_float || n % block != 0) return t;  // already quantized, or rows not made of whole blocks
+  if (*weight_type_ == DType::i8_row && n > kI8RowMaxElements) return t;  // its integer dots could overflow
+  // libinfer's INT8 / FP8 formats quantize the linear layers only, as compressed-tensors checkpoints
+  // do: the embedding is no linear layer, and the recipes leave lm_head unquantized.
+  if (dtype_traits(*weight_type_)->internal && (t->name == "token_embd.weight" || t->name == "output.weight")) return t;
   const RowFromFloat quantize = cpu_type_traits(*weight_type_)->from_float;
   const auto row_bytes = dtype_row_bytes(*weight_type_, static_cast<uint64_t>(n));
   if (!row_bytes) return invalid_argument(t->name + ": row size overflows");
@@ -66,12 +72,20 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
   INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
   std::vector<float> row(static_cast<size_t>(n));
   auto* out = c.data.as<uint8_t>();
+  // FP8 with one scale per matrix: max|W| first.
+  const bool per_tensor = *weight_type_ == DType::f8_tensor;
+  float amax = 0.0f;
+  for (int64_t r = 0; per_tensor && r < rows; ++r) {
+    dequantize_row(t->dtype, t->view.row(r), row.data(), n);
+    for (float v : row) amax = std::max(amax, std::fabs(v));
+  }
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(t->dtype, t->view.row(r), row.data(), n);
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(file_.path() + ": " + t->name + ": a weight is not finite (cannot quantize)");
     void* dst = out + static_cast<size_t>(r) * *row_bytes;
-    quantize(row.data(), dst, n);
+    if (per_tensor) quantize_row_f8_scaled(row.data(), dst, n, amax / 448.0f);
+    else quantize(row.data(), dst, n);
   }
   c.info = *t;
   c.info.dtype = *weight_type_;

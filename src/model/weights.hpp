@@ -24,9 +24,11 @@ struct ConvertedTensor {
 class WeightBinder {
  public:
   explicit WeightBinder(const ModelFile& file) : file_(file) {}
-  // With a weight type (Q8_0 or Q4_0): matrix() quantizes float (F32, F16, BF16) matrices whose
-  // rows are whole 32-element blocks to it, with ggml's reference quantizers (what
-  // llama-quantize --pure writes), into `store`. Other matrices keep their type.
+  // With a weight type (Q8_0, Q4_0, I8_ROW, F8E4M3_ROW / _TENSOR): matrix() quantizes float (F32,
+  // F16, BF16) matrices whose rows are whole 32-element blocks to it, with ggml's reference
+  // quantizers (what llama-quantize --pure writes; I8_ROW: quant/int8_rows.hpp; FP8:
+  // quant/fp8_rows.hpp, F8E4M3_TENSOR with max|W| / 448 over the matrix), into `store`. Other
+  // matrices keep their type.
   // `progress`, when set, hears the fraction of the file's tensor bytes bound so far as
   // matrices are bound (and converted).
   WeightBinder(const ModelFile& file, std::optional<DType> weight_type, std::deque<ConvertedTensor>& store,

@@ -17,7 +17,8 @@
 namespace infer::test {
 
 
-// Every type can_dequantize() accepts.
+// Every GGUF type can_dequantize() accepts (the row-scaled I8_ROW has its own tests:
+// test_int8_rows.cpp).
 inline const std::vector<DType>& computable_types() {
   static const std::vector<DType> types = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
                                            DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k,
@@ -65,10 +66,28 @@ inline uint16_t random_bf16(std::mt19937_64& rng, ExponentRange r) {
 }
 
 // n_rows rows of n_in elements of type t, contiguous: random quant bits, scales drawn from
-// `scales`. F32 elements are uniform in [-1, 1].
+// `scales`. F32 elements are uniform in [-1, 1]. I8_ROW rows get their Σ q (the kernels read it).
 inline std::vector<uint8_t> random_weights(DType t, int64_t n_rows, int64_t n_in, uint64_t seed,
                                            ExponentRange scales = kTypicalScale) {
   const auto* tr = dtype_traits(t);
+  if (t == DType::i8_row) {
+    std::mt19937_64 rng(seed);
+    const int64_t row_bytes = n_in + 8;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n_rows * row_bytes));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      uint8_t* row = bytes.data() + r * row_bytes;
+      int32_t sum = 0;
+      for (int64_t i = 0; i < n_in; ++i) {
+        const auto q = static_cast<int8_t>(rng());
+        row[i] = static_cast<uint8_t>(q);
+        sum += q;
+      }
+      const float s = std::fabs(f16_to_f32(random_half(rng, scales)));
+      std::memcpy(row + n_in, &s, 4);
+      std::memcpy(row + n_in + 4, &sum, 4);
+    }
+    return bytes;
+  }
   const int64_t n_blocks = n_rows * n_in / tr->block_size;
   std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks * tr->block_bytes));
   std::mt19937_64 rng(seed);

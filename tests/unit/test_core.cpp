@@ -73,7 +73,8 @@ TEST_CASE("the dtype table is consistent: ids, names, block layouts", "[core][dt
     CHECK(t.block_bytes >= 1);
     CHECK(t.quantized == (t.block_size > 1));
     // A row of two blocks takes two blocks' bytes; a partial block is refused.
-    CHECK(dtype_row_bytes(t.type, 2ull * t.block_size) == 2ull * t.block_bytes);
+    CHECK(dtype_row_bytes(t.type, 2ull * t.block_size) == 2ull * t.block_bytes + t.row_extra_bytes);
+    CHECK((t.row_extra_bytes == 0 || t.internal));
     if (t.block_size > 1) CHECK(dtype_row_bytes(t.type, t.block_size + 1) == std::nullopt);
   }
   // Removed ids and ids past the end are unknown.

@@ -66,6 +66,8 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     e.from_float(x.data(), bytes.data(), n);
     std::vector<float> y(static_cast<size_t>(n));
     e.to_float_ref(bytes.data(), y.data(), n);
+    float row_amax = 0.0f;
+    for (float v : x) row_amax = std::max(row_amax, std::fabs(v));
     for (int64_t b = 0; b < n; b += bs) {
       float amax = 0.0f;
       for (int64_t i = b; i < b + bs; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(i)]));
@@ -95,6 +97,14 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
           case DType::q4_k: bound = kquant(15); break;
           case DType::q5_k: bound = kquant(31); break;
           case DType::q6_k: bound = kquant(32); break;
+          // One step of amax / 127 over the whole row, half of it off (plus the f32 division).
+          case DType::i8_row: bound = row_amax / 254.0 * (1 + std::ldexp(1.0, -16)); break;
+          // E4M3 keeps 4 significant bits (half an ulp: 2^-4 relative), subnormal steps of 2^-9 s
+          // with s = amax / 448 of the row.
+          case DType::f8_row:
+          case DType::f8_tensor:
+            bound = std::max(std::ldexp(double(std::fabs(v)), -4), row_amax / 448.0 * std::ldexp(1.0, -10)) * (1 + std::ldexp(1.0, -16));
+            break;
           default: FAIL("a type with from_float this test has no bound for");
         }
         INFO("element " << i << " x " << v << " got " << got);
@@ -103,18 +113,21 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     }
     ++checked;
   }
-  REQUIRE(checked == 13);  // every computable type
+  REQUIRE(checked == 16);  // every computable type
 }
 
 TEST_CASE("WeightType and DType map one to one, and unknown values are an error", "[dtype]") {
   REQUIRE(weight_dtype(WeightType::keep).value() == std::nullopt);
   REQUIRE(weight_dtype(WeightType::q8_0).value() == DType::q8_0);
   REQUIRE(weight_dtype(WeightType::q4_0).value() == DType::q4_0);
+  REQUIRE(weight_dtype(WeightType::int8).value() == DType::i8_row);
+  REQUIRE(weight_dtype(WeightType::fp8).value() == DType::f8_row);
+  REQUIRE(weight_dtype(WeightType::fp8_tensor).value() == DType::f8_tensor);
   const auto bad = weight_dtype(static_cast<WeightType>(7));
   REQUIRE(!bad.ok());
   REQUIRE(bad.status().code() == StatusCode::invalid_argument);
   REQUIRE(bad.status().message().find('7') != std::string::npos);
-  for (WeightType w : {WeightType::q8_0, WeightType::q4_0}) {
+  for (WeightType w : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor}) {
     const DType t = *weight_dtype(w).value();
     REQUIRE(weight_type_of(t) == w);
     // Load-time conversion can write it.
@@ -123,7 +136,8 @@ TEST_CASE("WeightType and DType map one to one, and unknown values are an error"
     REQUIRE(dtype_traits(t)->quantized);
   }
   for (const DTypeTraits& st : all_dtypes())
-    if (st.type != DType::q8_0 && st.type != DType::q4_0) REQUIRE(weight_type_of(st.type) == std::nullopt);
+    if (st.type != DType::q8_0 && st.type != DType::q4_0 && !st.internal)
+      REQUIRE(weight_type_of(st.type) == std::nullopt);
 }
 
 TEST_CASE("matmul and embed report a weight type no CPU kernel reads instead of crashing", "[dtype][ops]") {

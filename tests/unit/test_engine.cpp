@@ -503,7 +503,7 @@ TEST_CASE("sliding-window models reuse a shared system prompt and a conversation
 
 TEST_CASE("weights quantized at load: batched output still equals each prompt alone", "[engine]") {
   Workload w;
-  for (WeightType t : {WeightType::q8_0, WeightType::q4_0}) {
+  for (WeightType t : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor}) {
     EngineConfig c;
     c.weight_type = t;
     c.prefix_cache = false;

@@ -6,6 +6,8 @@
 #include <iterator>
 
 #include "quant/dequantize.hpp"
+#include "quant/fp8_rows.hpp"
+#include "quant/int8_rows.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_activations.hpp"
 
@@ -59,6 +61,17 @@ constexpr CpuTypeTraits kTable[] = {
      .from_float = round_activations_bf16, .from_float_activation = round_activations_bf16,
      .vec_dot_type = DType::bf16, .dot_ref = qdot_bf16_ref, .dot_avx2 = qdot_bf16_avx2, .gemm_avx2 = &qgemm_bf16_avx2,
      .gemm_avx512 = &qgemm_bf16_avx512, .load_packing = &qgemm_bf16_pairs_avx512},
+    {.type = DType::i8_row, .to_float_ref = dequantize_i8_row, .to_float_avx2 = dequantize_i8_row,
+     .from_float = quantize_row_i8_row, .from_float_activation = quantize_activations_i8_row,
+     .vec_dot_type = DType::i8_row, .dot_ref = qdot_i8_row_ref, .dot_avx2 = qdot_i8_row_avx2,
+     .dot_avx512 = qdot_i8_row_avx512, .gemm_avx512 = &qgemm_i8_row_avx512},
+    // A lone row's from_float is its own tensor: the per-matrix scale is the WeightBinder's.
+    {.type = DType::f8_row, .to_float_ref = dequantize_f8_row, .to_float_avx2 = dequantize_f8_row,
+     .from_float = quantize_row_f8_row, .vec_dot_type = DType::f32, .dot_ref = qdot_f8_row_ref,
+     .dot_avx2 = qdot_f8_row_avx2, .dot_avx512 = qdot_f8_row_avx512},
+    {.type = DType::f8_tensor, .to_float_ref = dequantize_f8_row, .to_float_avx2 = dequantize_f8_row,
+     .from_float = quantize_row_f8_row, .vec_dot_type = DType::f32, .dot_ref = qdot_f8_row_ref,
+     .dot_avx2 = qdot_f8_row_avx2, .dot_avx512 = qdot_f8_row_avx512},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

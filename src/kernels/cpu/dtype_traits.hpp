@@ -16,6 +16,10 @@
 //  Q2_K, Q3_K  ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 -
 //  Q5_K
 //  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
+//  I8_ROW      ref         per-channel        per-token (int8_rows)   I8_ROW        ref, avx2 avx512
+//                                                                                   avx512
+//  F8E4M3_ROW  ref         per-channel        copy                    F32           ref, avx2 -
+//  F8E4M3_TENSOR                                                                    avx512
 //
 // (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512.)
 //
@@ -48,6 +52,7 @@ struct CpuTypeTraits {
   DType vec_dot_type;                    // the activations' type in a matmul with rows of this type
   QDotFn dot_ref;                        // nullptr for F32 (kernels/cpu/dot.hpp) and Q8_1, Q8_K
   QDotFn dot_avx2;                       // bit-identical to dot_ref
+  QDotFn dot_avx512 = nullptr;           // bit-identical to dot_ref; nullptr: dot_avx2 serves AVX-512
   const QGemmKernel* gemm_avx2;          // tiled kernels (kernels/cpu/qgemm.hpp), nullptr: none
   const QGemmKernel* gemm_avx512;
   // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
@@ -56,7 +61,10 @@ struct CpuTypeTraits {
 
   // The variants for an ISA (the scalar one below AVX2).
   RowToFloat to_float(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? to_float_avx2 : to_float_ref; }
-  QDotFn dot(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? dot_avx2 : dot_ref; }
+  QDotFn dot(CpuIsa isa) const noexcept {
+    if (isa >= CpuIsa::avx512 && dot_avx512) return dot_avx512;
+    return isa >= CpuIsa::avx2 ? dot_avx2 : dot_ref;
+  }
   // The best tiled kernel the ISA runs (an AVX-512 one where the type has it, else AVX2), or nullptr.
   const QGemmKernel* gemm(CpuIsa isa) const noexcept {
     if (isa >= CpuIsa::avx512 && gemm_avx512) return gemm_avx512;

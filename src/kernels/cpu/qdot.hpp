@@ -89,4 +89,17 @@ QDotKernel qdot_q4_k_avx2;
 QDotKernel qdot_q5_k_avx2;
 QDotKernel qdot_q6_k_avx2;
 
+// INT8 with a scale per row (DType::i8_row; arithmetic in quant/int8_rows.hpp: an exact integer
+// sum, then float(Σ) * (sw * sa)); every variant gives the same bits. The _avx512 one needs
+// CpuIsa::avx512 (VNNI).
+QDotKernel qdot_i8_row_ref;
+QDotKernel qdot_i8_row_avx2;
+QDotKernel qdot_i8_row_avx512;
+
+// FP8 E4M3 weights (DType::f8_row, f8_tensor) against F32 activations (arithmetic in
+// quant/fp8_rows.hpp: 16 lanes of fused products, a fixed tree); every variant gives the same bits.
+QDotKernel qdot_f8_row_ref;
+QDotKernel qdot_f8_row_avx2;
+QDotKernel qdot_f8_row_avx512;
+
 }  // namespace infer

@@ -60,6 +60,8 @@ extern const QGemmKernel qgemm_q3_k_avx512;
 extern const QGemmKernel qgemm_q4_k_avx512;
 extern const QGemmKernel qgemm_q5_k_avx512;
 extern const QGemmKernel qgemm_q6_k_avx512;
+// INT8 rows (DType::i8_row) against INT8 per-token activations: qdot_int8_avx512.cpp.
+extern const QGemmKernel qgemm_i8_row_avx512;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

@@ -1,0 +1,3 @@
+// The INT8 per-token activation quantizer for AVX-512 (core/isa_variants.hpp).
+#define INFER_ISA_NS isa_avx512
+#include "quant/int8_rows_impl.hpp"

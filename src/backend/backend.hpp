@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
@@ -46,12 +48,21 @@ class Backend {
   // backend's memory; the KV cache (kv/kv_cache.hpp) takes it through a KvAllocator.
   virtual Result<AlignedBuffer> allocate_kv(size_t bytes) = 0;
 
+  // Sees the input of each weight matrix multiplication of a forward step, before the product:
+  // the weight's tensor name in the model file and x [cols, rows] (F32, in this backend's memory,
+  // rows possibly strided). The model calls it, since it knows the names (importance matrices,
+  // src/quant/imatrix.hpp); unset, it costs one test per matmul. Called on the stepping thread.
+  using MatmulObserver = std::function<void(std::string_view weight, const TensorView& x)>;
+  void set_matmul_observer(MatmulObserver observer) { matmul_observer_ = std::move(observer); }
+  const MatmulObserver& matmul_observer() const noexcept { return matmul_observer_; }
+
  protected:
   // Device memory for activation(): `bytes` bytes, 64-byte aligned, owned by the buffer.
   virtual Result<AlignedBuffer> allocate(size_t bytes) = 0;
 
  private:
   std::vector<AlignedBuffer> slots_;
+  MatmulObserver matmul_observer_;
 };
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).

@@ -380,6 +380,11 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     }
     impl->pool = std::make_unique<ThreadPool>(threads);
     impl->backend = std::make_unique<CpuBackend>(*impl->pool);
+    if (config.on_matmul)
+      impl->backend->set_matmul_observer([observe = config.on_matmul](std::string_view weight, const TensorView& x) {
+        observe(MatmulInput{weight, static_cast<const float*>(x.data), x.shape[0], x.rows(),
+                            static_cast<int64_t>(x.stride[1] / sizeof(float))});
+      });
     LoadOptions load;
     load.backend = impl->backend.get();
     load.weight_type = *weight_type;

@@ -14,6 +14,7 @@ files and the other families as shipped), over the same text with the same chunk
     THEIRS write the same quantized model, in both formats, and that model differs from the one
     quantized without the matrix;
   - infer-quantize --calib TEXT quantizes exactly as --imatrix with infer-imatrix's file of TEXT;
+  - --help shows the usage README.md shows;
   - bad input: too short a text, a truncated or foreign imatrix file, bad flags (exit 1 or 2 with
     one line on stderr); progress lines on stderr.
 
@@ -209,6 +210,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check("chunks of 64 tokens" in err, f"--calib printed no calibration line: {err[-300:]!r}")
     ca = open(calib, "rb").read()
     check(ca[-(1 << 20):] == wa[-(1 << 20):], "--calib quantized differently from --imatrix with the same text")
+
+    # --help: the usage lines are the ones README.md shows (whitespace aside).
+    readme = " ".join(open(os.path.join(root, "README.md")).read().split())
+    for name in ("infer-imatrix", "infer-quantize"):
+        help_text = subprocess.run([tool(name), "--help"], capture_output=True, text=True).stdout
+        lines = help_text.splitlines()
+        usage_lines = [lines[0]] + [l for l in lines[1:] if l.strip().startswith("[")]
+        usage = " ".join(" ".join(usage_lines).removeprefix("usage: ").split())
+        check(usage.startswith(name) and usage in readme, f"{name} --help usage is not the one README.md shows: {usage!r}")
 
     # Progress and errors.
     err = run([tool("infer-imatrix"), "-m", src, "-f", "calib.txt", "-c", CTX, "--chunks", "4", "-o", "p.gguf"], cwd=tmp)

@@ -8,9 +8,9 @@ directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
     embeddings, a fused-QKV architecture (phi3), grouped-query attention with 4 heads per KV head
     and gemma3; 80 layers with GQA, llama.cpp's 70B case, for the presets whose rules it changes;
   - with an importance matrix (infer-imatrix's, over the start of tests/data/text/corpus.txt), every
-    preset and pure type that reads one equals llama-quantize --imatrix on every model above (the 8
-    layers of k256 also cover Q4_0 / Q5_0's ffn_down rule), and so do --include-weights and
-    --exclude-weights;
+    preset that reads one equals llama-quantize --imatrix on every model above (the 8 layers of k256
+    also cover Q4_0 / Q5_0's ffn_down rule), every such type with --pure on k256 and odd, and so do
+    --include-weights and --exclude-weights;
   - --keep output.weight equals llama-quantize --leave-output-tensor, and --keep GLOB on a layer
     equals llama-quantize --tensor-type REGEX=f32 (F32 input: the tensor stays as it is);
   - the summary line on stderr; progress lines when stderr is not a terminal; bad arguments exit 2,
@@ -107,7 +107,8 @@ with tempfile.TemporaryDirectory() as tmp:
         im = ["--imatrix", imatrix]
         for p in imatrix_presets:
             same_file(f"{model}-imatrix-{p}", src, im, im, p)
-        for t in imatrix_pure_types:
+        # Every weighted quantizer on every tensor: on the K-quant rows and on the fallback rows.
+        for t in imatrix_pure_types if model in ("k256", "odd") else []:
             same_file(f"{model}-imatrix-pure-{t}", src, im + ["--pure"], im + ["--pure"], t)
 
     # 80 layers of llama with GQA: llama.cpp's "70B" model type, whose attn_v rule differs.
@@ -145,7 +146,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check("requantizing" in err, f"requantization not refused: {err!r}")
     check(not os.path.exists(os.path.join(tmp, "x.gguf")), "a failed run left an output file")
 
-expected = len(models) * (len(presets) + len(pure_types) + len(imatrix_presets) + len(imatrix_pure_types)) + \
+expected = len(models) * (len(presets) + len(pure_types) + len(imatrix_presets)) + 2 * len(imatrix_pure_types) + \
     len(presets_70b) + 4
 print(f"{identical} of {expected} outputs byte-identical to llama-quantize; {checks} checks")
 for f in failures:

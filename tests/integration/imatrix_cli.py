@@ -15,7 +15,7 @@ files and the other families as shipped), over the same text with the same chunk
     quantized without the matrix;
   - infer-quantize --calib TEXT quantizes exactly as --imatrix with infer-imatrix's file of TEXT;
   - --help shows the usage README.md shows;
-  - bad input: too short a text, a truncated or foreign imatrix file, bad flags (exit 1 or 2 with
+  - bad input: too short a text, a truncated or foreign imatrix file, another model's matrix, bad flags (exit 1 or 2 with
     one line on stderr); progress lines on stderr.
 
 usage: imatrix_cli.py BIN_DIR REPO_ROOT
@@ -237,6 +237,14 @@ with tempfile.TemporaryDirectory() as tmp:
     for f in (truncated, garbage, src, os.path.join(tmp, "missing.dat")):
         err = run([tool("infer-quantize"), src, os.path.join(tmp, "y.gguf"), "Q4_K_M", "--imatrix", f], expect_rc=1)
         check(len(err.strip().splitlines()) == 1 and err.startswith("infer-quantize: "), f"--imatrix {f}: {err!r}")
+    # Another model's matrix: gemma3's attn_output has 512 columns, the Llama shape's 256 (llama-quantize
+    # refuses it too).
+    err = run([tool("infer-quantize"), src, os.path.join(tmp, "y.gguf"), "Q4_K_M", "--imatrix",
+               os.path.join(tmp, "gemma3-q8_0.ours.gguf")], expect_rc=1)
+    check("is different from tensor size" in err, f"a mismatched importance matrix: {err!r}")
+    p = subprocess.run([llama_quantize, "--imatrix", os.path.join(tmp, "gemma3-q8_0.ours.gguf"), src,
+                        os.path.join(tmp, "z.gguf"), "Q4_K_M"], capture_output=True, timeout=600)
+    check(p.returncode != 0, "llama-quantize accepted a mismatched importance matrix (the test's premise)")
     run([tool("infer-quantize"), src, os.path.join(tmp, "y.gguf"), "Q4_K_M", "--imatrix", truncated, "--calib", "calib.txt"],
         expect_rc=2)
     check(not os.path.exists(os.path.join(tmp, "y.gguf")), "a failed run left an output file")

@@ -182,8 +182,11 @@ Status write_imatrix_dat(const Imatrix& m, const std::string& path) {
   };
   const auto put_i32 = [&put](int32_t v) { put(&v, 4); };
   std::vector<const std::string*> names;
-  for (const auto& [name, e] : m.entries)
+  for (const auto& [name, e] : m.entries) {
+    if (e.sums.empty() || e.counts.empty() || e.sums.size() % e.counts.size() != 0)
+      return invalid_argument(name + ": sums do not split into the matrices counted");
     if (std::any_of(e.counts.begin(), e.counts.end(), [](int64_t c) { return c != 0; })) names.push_back(&name);
+  }
   put_i32(static_cast<int32_t>(names.size()));
   for (const std::string* name : names) {
     const ImatrixEntry& e = m.entries.at(*name);

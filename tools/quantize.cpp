@@ -1,10 +1,18 @@
 // infer-quantize: converts a GGUF model's weights to another type, or to one of llama-quantize's
-// presets (a mixture of types chosen per tensor), writing what llama-quantize writes without an
-// importance matrix byte for byte: the same metadata (general.quantization_version and
-// general.file_type moved to the end), the same tensors in the same order with the same types,
-// the same quantized bytes (src/quant/quantize.hpp, src/quant/quant_recipe.hpp).
+// presets (a mixture of types chosen per tensor), writing what llama-quantize writes byte for
+// byte, with or without an importance matrix: the same metadata (general.quantization_version and
+// general.file_type moved to the end, then llama-quantize's quantize.imatrix.* keys), the same
+// tensors in the same order with the same types, the same quantized bytes (src/quant/quantize.hpp,
+// src/quant/quant_recipe.hpp).
 //
-//   infer-quantize IN.gguf OUT.gguf TYPE [--keep GLOB]... [--pure] [-t THREADS]
+//   infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N]
+//                  [--calib-chunks N]] [--include-weights S]... [--exclude-weights S]...
+//                  [--keep GLOB]... [--pure] [-t THREADS]
+//
+// --imatrix reads an importance matrix in either of llama.cpp's formats (infer-imatrix's or
+// llama-imatrix's); --calib computes one first, in-process, exactly as infer-imatrix does
+// (tools/calibration.hpp). The K-quants and Q4_0 .. Q5_1 then weigh each element's rounding error
+// by its column's importance (Q8_0 and the float types ignore it).
 //
 // --keep leaves the tensors whose whole name matches the glob in their input type (so an F32
 // output layer stays F32); they skip the mixture rules. Input tensors must be F32, F16 or BF16
@@ -18,16 +26,21 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "calibration.hpp"
 #include "cli_common.hpp"
 #include "format/gguf.hpp"
+#include "format/imatrix_file.hpp"
 #include "format/model_file.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "quant/imatrix.hpp"
 #include "quant/quant_recipe.hpp"
+#include "quant/quantize.hpp"
 
 namespace {
 
@@ -35,12 +48,21 @@ using namespace infer;
 
 constexpr const char* kTool = "infer-quantize";
 constexpr const char* kUsage =
-    "usage: infer-quantize IN.gguf OUT.gguf TYPE [--keep GLOB]... [--pure] [-t THREADS]\n"
+    "usage: infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]]\n"
+    "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
     "                input type, e.g. --keep output.weight --keep 'blk.0.*' (repeatable)\n"
     "  --pure        every converted tensor gets TYPE's base type: no mixture rules\n"
+    "  --imatrix FILE       weigh each element's rounding error by its column's importance: an importance\n"
+    "                       matrix of infer-imatrix or llama-imatrix (GGUF or legacy .dat), as\n"
+    "                       llama-quantize --imatrix (K-quants, Q4_0 Q4_1 Q5_0 Q5_1; Q8_0 and floats ignore it)\n"
+    "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
+    "  --calib-ctx N        tokens per calibration chunk (default: 512)\n"
+    "  --calib-chunks N     calibration chunks at most (default: all the text holds)\n"
+    "  --include-weights S  use the importance matrix only for tensors whose name contains S (repeatable)\n"
+    "  --exclude-weights S  use it for every tensor except those whose name contains S (repeatable)\n"
     "  -t THREADS    quantization threads (default: all cores)\n";
 
 struct Options {
@@ -49,6 +71,9 @@ struct Options {
   std::vector<std::string> keep;
   bool pure = false;
   int threads = 0;
+  std::string imatrix, calib;
+  int64_t calib_ctx = 512, calib_chunks = -1;
+  std::vector<std::string> include_weights, exclude_weights;
 };
 
 Options parse(int argc, char** argv) {
@@ -58,6 +83,13 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--keep") o.keep.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--pure") o.pure = true;
+    else if (a == "--imatrix") o.imatrix = cli::flag_value(kTool, kUsage, argc, argv, i);
+    else if (a == "--calib") o.calib = cli::flag_value(kTool, kUsage, argc, argv, i);
+    else if (a == "--calib-ctx") o.calib_ctx = cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 16, 1 << 20);
+    else if (a == "--calib-chunks")
+      o.calib_chunks = cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 1, 1LL << 40);
+    else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
+    else if (a == "--exclude-weights") o.exclude_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "-t" || a == "--threads")
       o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 1, 1024));
     else if (a == "-h" || a == "--help") {
@@ -72,6 +104,9 @@ Options parse(int argc, char** argv) {
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;
+  if (!o.imatrix.empty() && !o.calib.empty()) cli::usage_error(kTool, "--imatrix and --calib exclude each other", kUsage);
+  if (!o.include_weights.empty() && !o.exclude_weights.empty())
+    cli::usage_error(kTool, "--include-weights and --exclude-weights exclude each other", kUsage);
   if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return o;
 }
@@ -128,12 +163,14 @@ class Progress {
 };
 
 // The rows of `t` converted to `type` into dst, on `threads` threads each taking a contiguous run
-// of rows (rows are independent, so the bytes do not depend on the split). Fails on a non-finite
-// weight.
-Status convert(const TensorInfo& t, DType type, int threads, std::span<uint8_t> dst) {
-  const int64_t n = t.shape[0], rows = t.view.rows();
+// of rows (rows are independent, so the bytes do not depend on the split). With importance
+// weights (shape[0] per stacked matrix) the types that read them are quantized with them. Fails
+// on a non-finite weight.
+Status convert(const TensorInfo& t, DType type, int threads, const float* importance, std::span<uint8_t> dst) {
+  const int64_t n = t.shape[0], rows = t.view.rows(), rows_per_matrix = std::max<int64_t>(t.shape[1], 1);
   const uint64_t row_bytes = dst.size() / static_cast<uint64_t>(std::max<int64_t>(rows, 1));
   const RowFromFloat from_float = cpu_type_traits(type)->from_float;
+  const RowQuantizerWeighted weighted = importance ? weighted_quantizer(type) : nullptr;
   const int n_threads = static_cast<int>(std::clamp<int64_t>(rows / 4, 1, threads));
   std::vector<char> finite(static_cast<size_t>(n_threads), 1);
   const auto work = [&](int k) {
@@ -143,7 +180,9 @@ Status convert(const TensorInfo& t, DType type, int threads, std::span<uint8_t> 
       for (float v : row)
         if (!std::isfinite(v)) finite[static_cast<size_t>(k)] = 0;
       if (!finite[static_cast<size_t>(k)]) return;
-      from_float(row.data(), dst.data() + static_cast<uint64_t>(r) * row_bytes, n);
+      uint8_t* out = dst.data() + static_cast<uint64_t>(r) * row_bytes;
+      if (weighted) weighted(row.data(), out, n, importance + (r / rows_per_matrix) * n);
+      else from_float(row.data(), out, n);
     }
   };
   std::vector<std::thread> pool;
@@ -155,6 +194,54 @@ Status convert(const TensorInfo& t, DType type, int threads, std::span<uint8_t> 
   return Status::ok();
 }
 
+// The importance matrix of --imatrix or --calib, with llama-quantize's --include-weights /
+// --exclude-weights applied (substring matches); empty without one.
+struct Importance {
+  std::map<std::string, std::vector<float>> weights;  // per tensor name
+  std::string file;                                   // --imatrix's path ("" for --calib)
+  std::string dataset;                                // the first calibration text
+  int32_t chunk_count = 0;
+};
+
+Importance load_importance(const Options& o) {
+  Importance imp;
+  Imatrix m;
+  if (!o.imatrix.empty()) {
+    auto read = read_imatrix(o.imatrix);
+    if (!read.ok()) cli::fail(kTool, read.status().message());
+    m = std::move(read).value();
+    imp.file = o.imatrix;
+  } else if (!o.calib.empty()) {
+    tools::CalibrationOptions c;
+    c.model = o.in;
+    c.text_path = o.calib;
+    c.n_ctx = o.calib_ctx;
+    c.max_chunks = o.calib_chunks;
+    c.threads = o.threads;
+    c.tool = kTool;
+    auto computed = tools::compute_imatrix(c);
+    if (!computed.ok()) cli::fail(kTool, computed.status().message());
+    m = std::move(computed).value();
+  } else {
+    return imp;
+  }
+  imp.weights = quant::importance(m);
+  if (!m.datasets.empty()) imp.dataset = m.datasets.front();
+  imp.chunk_count = m.chunk_count;
+  const auto contains_any = [](const std::string& name, const std::vector<std::string>& parts) {
+    return std::any_of(parts.begin(), parts.end(), [&](const std::string& p) { return name.find(p) != std::string::npos; });
+  };
+  for (auto it = imp.weights.begin(); it != imp.weights.end();) {
+    const bool drop = (!o.exclude_weights.empty() && contains_any(it->first, o.exclude_weights)) ||
+                      (!o.include_weights.empty() && !contains_any(it->first, o.include_weights));
+    it = drop ? imp.weights.erase(it) : std::next(it);
+  }
+  for (const auto& [name, w] : imp.weights)
+    for (float v : w)
+      if (!std::isfinite(v)) cli::fail(kTool, "the importance matrix has a non-finite value for " + name);
+  return imp;
+}
+
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 }  // namespace
@@ -162,6 +249,7 @@ double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const auto start = std::chrono::steady_clock::now();
+  const Importance importance = load_importance(o);
   auto opened = ModelFile::open(o.in);
   if (!opened.ok()) cli::fail(kTool, opened.status().message());
   const ModelFile& file = opened.value();
@@ -172,6 +260,7 @@ int main(int argc, char** argv) {
   std::vector<quant::TensorShape> ordered;
   quant::RecipeOptions recipe;
   recipe.pure = o.pure;
+  recipe.has_imatrix = !importance.weights.empty();
   for (size_t i : order) {
     ordered.push_back(shapes[i]);
     bool keep = false;
@@ -198,6 +287,18 @@ int main(int argc, char** argv) {
     writer.metadata().erase(key);
   writer.metadata().set("general.quantization_version", uint32_t{2});  // ggml's GGML_QNT_VERSION
   writer.metadata().set("general.file_type", static_cast<uint32_t>(o.preset.ftype));
+  if (!importance.weights.empty()) {
+    // llama-quantize's record of the importance matrix (its strings cut to 127 bytes).
+    const auto cut = [](const std::string& v) { return v.substr(0, 127); };
+    for (const char* key : {"quantize.imatrix.file", "quantize.imatrix.dataset", "quantize.imatrix.entries_count",
+                            "quantize.imatrix.chunks_count"})
+      writer.metadata().erase(key);
+    if (!importance.file.empty()) writer.metadata().set("quantize.imatrix.file", cut(importance.file));
+    if (!importance.dataset.empty()) writer.metadata().set("quantize.imatrix.dataset", cut(importance.dataset));
+    writer.metadata().set("quantize.imatrix.entries_count", static_cast<uint32_t>(importance.weights.size()));
+    if (importance.chunk_count > 0)
+      writer.metadata().set("quantize.imatrix.chunks_count", static_cast<uint32_t>(importance.chunk_count));
+  }
 
   // Each tensor is produced while the file is written: one converted tensor in memory at a time.
   Progress progress(total_in);
@@ -209,9 +310,19 @@ int main(int argc, char** argv) {
     n_converted += type != t.dtype;
     total_out += *dtype_row_bytes(type, static_cast<uint64_t>(t.shape[0])) * static_cast<uint64_t>(t.view.rows());
     n_elements += static_cast<uint64_t>(t.numel());
-    const auto fill = [&t, type, &o, &progress](std::span<uint8_t> dst) {
+    // llama-quantize's lookup: by name; a size other than one weight per column of each stacked
+    // matrix is an error, except for the token embedding.
+    const float* weights = nullptr;
+    if (type != t.dtype)
+      if (auto it = importance.weights.find(t.name); it != importance.weights.end()) {
+        if (it->second.size() == static_cast<size_t>(t.shape[0] * t.shape[2])) weights = it->second.data();
+        else if (t.name != "token_embd.weight")
+          cli::fail(kTool, "importance matrix size " + std::to_string(it->second.size()) + " is different from tensor size " +
+                               std::to_string(t.shape[0] * t.shape[2]) + " for " + t.name);
+      }
+    const auto fill = [&t, type, &o, &progress, weights](std::span<uint8_t> dst) {
       if (type == t.dtype) std::memcpy(dst.data(), t.view.data, dst.size());
-      else if (const Status st = convert(t, type, o.threads, dst); !st.is_ok())
+      else if (const Status st = convert(t, type, o.threads, weights, dst); !st.is_ok())
         return malformed_file(o.in + ": " + st.message());
       progress.advance(t.nbytes, t.name);
       return Status::ok();

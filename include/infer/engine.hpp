@@ -52,6 +52,17 @@ INFER_API Result<DeviceSpec> parse_device(std::string_view text);
 // CUDA devices this process can use: 0 when the library was built without CUDA
 // (-DINFER_CUDA=OFF), or when there is no GPU or no driver.
 INFER_API int cuda_device_count() noexcept;
+// The input of one weight matrix multiplication of a forward step (EngineConfig::on_matmul): the
+// rows x that the product x · Wᵀ reads, in F32 before any conversion for the kernel. Row r,
+// column c is data[r * row_stride + c]; valid during the callback only.
+struct MatmulInput {
+  std::string_view weight;     // W's tensor name in the model file: "blk.3.attn_q.weight", "output.weight"
+  const float* data = nullptr;
+  int64_t cols = 0;            // W's input size
+  int64_t rows = 0;            // the step's rows that reach this product (the output matrix sees
+                               // only the rows that sample)
+  int64_t row_stride = 0;      // floats from one row to the next (>= cols)
+};
 
 // The knobs (docs/tuning.md explains how to choose each).
 struct EngineConfig {
@@ -83,6 +94,12 @@ struct EngineConfig {
   // Called on the thread that runs create() as the model loads, with the fraction done (0 to 1,
   // rising, 1 last); may be empty.
   std::function<void(double fraction)> on_load_progress;
+  // Called on the worker thread before every weight matrix multiplication of every step, with its
+  // input rows (importance matrices: infer-imatrix, docs/quantization.md); must return quickly and
+  // must not call the engine. Steps run one at a time, in order; rows of one step are in batch
+  // order. Empty (the default) costs nothing. Host memory: with a CUDA device, Engine::create
+  // refuses it (invalid_argument).
+  std::function<void(const MatmulInput& input)> on_matmul;
 };
 
 // The chat formats a conversation can be rendered in ("chatml", "gemma", ...): what

@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
@@ -53,6 +55,13 @@ class Backend {
   Result<float*> host_output(size_t floats);
   // Waits until the work queued so far is done (CPU: it already is).
   virtual Status synchronize() { return Status::ok(); }
+  // Sees the input of each weight matrix multiplication of a forward step, before the product:
+  // the weight's tensor name in the model file and x [cols, rows] (F32, in this backend's memory,
+  // rows possibly strided). The model calls it, since it knows the names (importance matrices,
+  // src/quant/imatrix.hpp); unset, it costs one test per matmul. Called on the stepping thread.
+  using MatmulObserver = std::function<void(std::string_view weight, const TensorView& x)>;
+  void set_matmul_observer(MatmulObserver observer) { matmul_observer_ = std::move(observer); }
+  const MatmulObserver& matmul_observer() const noexcept { return matmul_observer_; }
 
  protected:
   // Device memory for activation(): `bytes` bytes, 64-byte aligned, owned by the buffer.
@@ -63,6 +72,7 @@ class Backend {
  private:
   std::vector<AlignedBuffer> slots_;
   AlignedBuffer output_;
+  MatmulObserver matmul_observer_;
 };
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).

@@ -361,6 +361,8 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     if (!device.ok()) return invalid_argument("EngineConfig.device: " + device.status().message());
     // A device this build or machine lacks fails before the model loads.
     std::unique_ptr<Backend> cuda_backend;
+    if (device->kind == DeviceSpec::Kind::cuda && config.on_matmul)
+      return invalid_argument("EngineConfig: on_matmul reads activations in host memory: it needs device cpu");
     if (device->kind == DeviceSpec::Kind::cuda) {
       auto be = make_cuda_backend(device->index);
       if (!be.ok()) return be.status().with_context("EngineConfig.device " + config.device);
@@ -392,6 +394,11 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
       impl->backend = std::move(cuda_backend);
     else
       impl->backend = std::make_unique<CpuBackend>(*impl->pool);
+    if (config.on_matmul)
+      impl->backend->set_matmul_observer([observe = config.on_matmul](std::string_view weight, const TensorView& x) {
+        observe(MatmulInput{weight, static_cast<const float*>(x.data), x.shape[0], x.rows(),
+                            static_cast<int64_t>(x.stride[1] / sizeof(float))});
+      });
     LoadOptions load;
     load.backend = impl->backend.get();
     load.weight_type = *weight_type;

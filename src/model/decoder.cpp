@@ -22,6 +22,14 @@ TensorView f32_vector(AlignedBuffer& buf, int64_t n) {
 
 bool present(const TensorView& t) { return t.data != nullptr; }
 
+// ops::matmul, its input first shown to the backend's matmul observer when one is set, under the
+// weight's file name ("blk.<layer>.<name>", or `name` alone for layer -1).
+Status linear(Backend& be, const TensorView& w, const TensorView& x, const TensorView& y, int layer, const char* name) {
+  if (const Backend::MatmulObserver& observe = be.matmul_observer())
+    observe(layer < 0 ? std::string(name) : "blk." + std::to_string(layer) + "." + name, x);
+  return ops::matmul(be, w, x, y);
+}
+
 }  // namespace
 
 Result<TensorView> Decoder::vector(WeightBinder& w, const std::string& name, int64_t n, bool required) {
@@ -70,7 +78,8 @@ Status Decoder::bind(const LoadOptions& options) {
   INFER_ASSIGN_OR_RETURN(tok_embd_, matrix(w, "token_embd.weight", E, V, true));
   INFER_ASSIGN_OR_RETURN(output_norm_, vector(w, "output_norm.weight", E, true));
   INFER_ASSIGN_OR_RETURN(output_, matrix(w, "output.weight", E, V, false));
-  if (!present(output_)) output_ = tok_embd_;  // tied embeddings
+  output_tied_ = !present(output_);
+  if (output_tied_) output_ = tok_embd_;  // tied embeddings
   INFER_ASSIGN_OR_RETURN(output_bias_, vector(w, "output.bias", V, false));
   if (s.rope_freq_factors) {
     INFER_ASSIGN_OR_RETURN(TensorView factors, vector(w, "rope_freqs.weight", s.n_rot / 2, false));
@@ -197,11 +206,12 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
     const TensorView& k = is_fused ? fused[1] : separate[1];
     const TensorView& v = is_fused ? fused[2] : separate[2];
     if (is_fused) {
-      INFER_RETURN_IF_ERROR(ops::matmul(be, L.wqkv, h, qkv));
+      INFER_RETURN_IF_ERROR(linear(be, L.wqkv, h, qkv, l, "attn_qkv.weight"));
       if (present(L.bqkv)) INFER_RETURN_IF_ERROR(ops::add_bias(be, qkv, L.bqkv));
     } else {
-      for (auto [wt, bias, out] : {std::tuple{&L.wq, &L.bq, &q}, {&L.wk, &L.bk, &k}, {&L.wv, &L.bv, &v}}) {
-        INFER_RETURN_IF_ERROR(ops::matmul(be, *wt, h, *out));
+      for (auto [wt, bias, out, name] : {std::tuple{&L.wq, &L.bq, &q, "attn_q.weight"}, {&L.wk, &L.bk, &k, "attn_k.weight"},
+                                         {&L.wv, &L.bv, &v, "attn_v.weight"}}) {
+        INFER_RETURN_IF_ERROR(linear(be, *wt, h, *out, l, name));
         if (present(*bias)) INFER_RETURN_IF_ERROR(ops::add_bias(be, *out, *bias));
       }
     }
@@ -215,20 +225,20 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
     if (s.q_scale > 0) INFER_RETURN_IF_ERROR(ops::scale(be, q, s.q_scale));
     INFER_RETURN_IF_ERROR(ops::kv_write(be, attention_, kv, l, rows, k, v));
     INFER_RETURN_IF_ERROR(ops::attention(be, attention_, kv, l, rows, q, att));
-    INFER_RETURN_IF_ERROR(ops::matmul(be, L.wo, att, tmp));
+    INFER_RETURN_IF_ERROR(linear(be, L.wo, att, tmp, l, "attn_output.weight"));
     if (present(L.bo)) INFER_RETURN_IF_ERROR(ops::add_bias(be, tmp, L.bo));
     if (s.post_norms) INFER_RETURN_IF_ERROR(ops::rms_norm(be, tmp, L.post_attn_norm, tmp, s.rms_eps));
     INFER_RETURN_IF_ERROR(ops::add(be, x, tmp));
 
     INFER_RETURN_IF_ERROR(ops::rms_norm(be, x, L.ffn_norm, h, s.rms_eps));
     if (s.fused_gate_up) {
-      INFER_RETURN_IF_ERROR(ops::matmul(be, L.w_up, h, gate_up));
+      INFER_RETURN_IF_ERROR(linear(be, L.w_up, h, gate_up, l, "ffn_up.weight"));
     } else {
-      INFER_RETURN_IF_ERROR(ops::matmul(be, L.w_gate, h, gate));
-      INFER_RETURN_IF_ERROR(ops::matmul(be, L.w_up, h, up));
+      INFER_RETURN_IF_ERROR(linear(be, L.w_gate, h, gate, l, "ffn_gate.weight"));
+      INFER_RETURN_IF_ERROR(linear(be, L.w_up, h, up, l, "ffn_up.weight"));
     }
     INFER_RETURN_IF_ERROR(ops::glu(be, s.activation, gate, up, gate));
-    INFER_RETURN_IF_ERROR(ops::matmul(be, L.w_down, gate, tmp));
+    INFER_RETURN_IF_ERROR(linear(be, L.w_down, gate, tmp, l, "ffn_down.weight"));
     if (s.post_norms) INFER_RETURN_IF_ERROR(ops::rms_norm(be, tmp, L.post_ffn_norm, tmp, s.rms_eps));
     INFER_RETURN_IF_ERROR(ops::add(be, x, tmp));
   }
@@ -243,7 +253,7 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
   INFER_RETURN_IF_ERROR(ops::copy_rows(be, x, logit_rows_, sel));
   INFER_RETURN_IF_ERROR(ops::rms_norm(be, sel, output_norm_, sel, s.rms_eps));
   const TensorView out = ops::rows_view(logits, s.n_vocab, m, s.n_vocab, be.device());
-  INFER_RETURN_IF_ERROR(ops::matmul(be, output_, sel, out));
+  INFER_RETURN_IF_ERROR(linear(be, output_, sel, out, -1, output_tied_ ? "token_embd.weight" : "output.weight"));
   if (present(output_bias_)) INFER_RETURN_IF_ERROR(ops::add_bias(be, out, output_bias_));
   if (s.final_softcap > 0) INFER_RETURN_IF_ERROR(ops::softcap(be, out, s.final_softcap));
   return Status::ok();

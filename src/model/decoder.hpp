@@ -44,6 +44,7 @@ class Decoder final : public Model {
   std::deque<ConvertedTensor> converted_;   // matrices quantized at load (LoadOptions), if any
   std::deque<AlignedBuffer> vectors_;       // F32 copies of norms, biases, RoPE factors
   TensorView tok_embd_, output_, output_norm_, output_bias_;
+  bool output_tied_ = false;  // output_ is the token embedding (no output.weight in the file)
   const float* rope_factors_ = nullptr;
   bool fused_layers_ = false, separate_layers_ = false;  // layers with a fused QKV matrix, with three
   std::vector<Layer> layers_;

@@ -107,9 +107,9 @@ bool use_more_bits(int i_layer, int n_layers) {
   return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 
-// llama.cpp's llama_tensor_get_type_impl for the presets above (no importance matrix).
+// llama.cpp's llama_tensor_get_type_impl for the presets above.
 DType mixture_type(DType type, const TensorShape& t, Category category, int ftype, const ModelFacts& m, bool tied,
-                   Counters& c) {
+                   bool has_imatrix, Counters& c) {
   const bool falcon = m.arch == "falcon";
   // MoE models name the layer in the tensor; dense ones count visits.
   const auto layer = [&](int counter) { return m.n_expert > 1 ? layer_of(t.name) : counter; };
@@ -144,6 +144,10 @@ DType mixture_type(DType type, const TensorShape& t, Category category, int ftyp
         type = DType::q6_k;
     } else if (ftype == kQ5_K_M && use_more_bits(i_layer, n_layer)) type = DType::q6_k;
     else if (ftype == kQ4_K_S && !falcon && i_layer < n_layer / 8) type = DType::q5_k;
+    // Only with an importance matrix (so that a file without one stays as it always was): the
+    // first eighth of the ffn_down layers of Q4_0 / Q5_0 guard against outliers with a min.
+    else if ((ftype == kQ4_0 || ftype == kQ5_0) && has_imatrix && i_layer < n_layer / 8)
+      type = ftype == kQ4_0 ? DType::q4_1 : DType::q5_1;
     ++c.i_ffn_down;
   } else if (category == Category::attn_output) {
     if (!falcon) {
@@ -221,7 +225,7 @@ std::vector<DType> choose_types(const Preset& preset, const ModelFacts& model, s
     }
     DType type = preset.base;
     if (quantized) {
-      if (!options.pure) type = mixture_type(type, t, category_of(t.name), preset.ftype, model, tied, counters);
+      if (!options.pure) type = mixture_type(type, t, category_of(t.name), preset.ftype, model, tied, options.has_imatrix, counters);
       type = fallback(type, t.shape[0]);
     }
     types[i] = type;

@@ -1,5 +1,5 @@
 // Which type each tensor of a model gets when it is quantized to a llama.cpp file type ("preset"):
-// llama-quantize's rules (src/llama-quant.cpp, without an importance matrix), so that
+// llama-quantize's rules (src/llama-quant.cpp, with or without an importance matrix), so that
 // infer-quantize writes the same tensor types in the same order.
 //
 //   - only 2-D and 3-D tensors whose name ends in "weight" are converted, never norms, MoE gates,
@@ -67,6 +67,9 @@ struct RecipeOptions {
   // Tensors to leave in their input type (infer-quantize --keep); they skip the rules and do not
   // advance the layer counters, as llama-quantize's --tensor-type overrides do not.
   std::vector<bool> keep;
+  // An importance matrix is given (llama-quantize --imatrix): Q4_0 / Q5_0 then move the first
+  // eighth of the ffn_down layers to Q4_1 / Q5_1.
+  bool has_imatrix = false;
 };
 
 // The target type of every tensor (index i of the result belongs to tensors[i]); `tensors` in

@@ -129,4 +129,19 @@ void quantize_row_q5_1_ref(const float* x, void* dst, int64_t n) noexcept {
   }
 }
 
+RowQuantizerWeighted weighted_quantizer(DType type) noexcept {
+  switch (type) {
+    case DType::q4_0: return quantize_row_q4_0_imatrix;
+    case DType::q4_1: return quantize_row_q4_1_imatrix;
+    case DType::q5_0: return quantize_row_q5_0_imatrix;
+    case DType::q5_1: return quantize_row_q5_1_imatrix;
+    case DType::q2_k: return quantize_row_q2_k_imatrix;
+    case DType::q3_k: return quantize_row_q3_k_imatrix;
+    case DType::q4_k: return quantize_row_q4_k_imatrix;
+    case DType::q5_k: return quantize_row_q5_k_imatrix;
+    case DType::q6_k: return quantize_row_q6_k_imatrix;
+    default: return nullptr;
+  }
+}
+
 }  // namespace infer

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.hpp"
+
 namespace infer {
 
 // Per block of 32: d = max|x| / 127, q = round-half-away(x / d); |x - d16*q| <= 0.5 d + 127 |d - d16|
@@ -42,5 +44,25 @@ void quantize_row_q3_k_ref(const float* x, void* dst, int64_t n) noexcept;
 void quantize_row_q4_k_ref(const float* x, void* dst, int64_t n) noexcept;
 void quantize_row_q5_k_ref(const float* x, void* dst, int64_t n) noexcept;
 void quantize_row_q6_k_ref(const float* x, void* dst, int64_t n) noexcept;
+
+// With importance weights qw (one per element of the row, llama-quantize --imatrix: the imatrix
+// column importance, src/quant/imatrix.hpp), as ggml's quantize_row_*_impl: each group's fit
+// minimizes the error weighted by qw · sqrt(sigma² + x²) (sigma² the row's or super-block's mean
+// square; Q6_K by qw alone), and the K-quants' sub-block scales and mins are fitted under their
+// summed weights. n is one row (the 32-block types weigh by the whole row's mean square).
+void quantize_row_q4_0_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q4_1_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q5_0_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q5_1_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q2_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q3_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q4_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q5_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+void quantize_row_q6_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+
+// The quantizer of `type` that reads importance weights, or null where ggml ignores them (Q8_0)
+// or the type is not quantized (F32, F16, BF16).
+using RowQuantizerWeighted = void (*)(const float* x, void* dst, int64_t n, const float* qw) noexcept;
+RowQuantizerWeighted weighted_quantizer(DType type) noexcept;
 
 }  // namespace infer

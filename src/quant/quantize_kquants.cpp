@@ -45,18 +45,18 @@ Extreme group_extreme(int n, const float* x) {
 
 int symmetric_level(float v, int nmax) { return std::max(-nmax, std::min(nmax - 1, round_half_even(v))); }
 
-// The levels of x * iscale in -nmax..nmax-1 with their sums weighted by x^2: sum w x l and
-// sum w l^2, accumulated in element order. Stores level + offset into L unless L is null.
+// The levels of x * iscale in -nmax..nmax-1 with their sums weighted by qw (null: x^2): sum w x l
+// and sum w l^2, accumulated in element order. Stores level + offset into L unless L is null.
 struct LevelSums {
   float sumlx;
   float suml2;
 };
-LevelSums symmetric_sums(int n, int nmax, const float* x, float iscale, int8_t* L, int offset) {
+LevelSums symmetric_sums(int n, int nmax, const float* x, float iscale, int8_t* L, int offset, const float* qw = nullptr) {
   LevelSums s{0.0f, 0.0f};
   for (int i = 0; i < n; ++i) {
     const int l = symmetric_level(iscale * x[i], nmax);
     if (L) L[i] = static_cast<int8_t>(l + offset);
-    const float w = x[i] * x[i];
+    const float w = qw ? qw[i] : x[i] * x[i];
     s.sumlx += w * x[i] * static_cast<float>(l);
     s.suml2 += w * static_cast<float>(l) * static_cast<float>(l);
   }
@@ -64,21 +64,22 @@ LevelSums symmetric_sums(int n, int nmax, const float* x, float iscale, int8_t* 
 }
 
 // Scale and levels L[i] in 0..2*nmax-1 (value (L - nmax) * scale) for a symmetric group of n,
-// weights x^2: start from the scale that maps the extreme to -nmax, then try 18 nearby scales and
-// keep the least-squares one that most reduces the weighted error. Q6_K's groups.
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// weights qw (null: x^2): start from the scale that maps the extreme to -nmax, then try 18 nearby
+// scales and keep the least-squares one that most reduces the weighted error (ggml's
+// make_qx_quants). Q6_K's groups; with importance weights also Q3_K's, Q4_0's and Q5_0's.
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr) {
   const Extreme e = group_extreme(n, x);
   if (e.magnitude < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
-  LevelSums s = symmetric_sums(n, nmax, x, static_cast<float>(-nmax) / e.value, L, nmax);
+  LevelSums s = symmetric_sums(n, nmax, x, static_cast<float>(-nmax) / e.value, L, nmax, qw);
   float scale = s.suml2 != 0.0f ? s.sumlx / s.suml2 : 0.0f;
   float best = scale * s.sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
     const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / e.value;
-    s = symmetric_sums(n, nmax, x, iscale, nullptr, 0);
+    s = symmetric_sums(n, nmax, x, iscale, nullptr, 0, qw);
     if (s.suml2 > 0.0f && s.sumlx * s.sumlx > best * s.suml2) {
       for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + symmetric_level(iscale * x[i], nmax));
       scale = s.sumlx / s.suml2;
@@ -246,6 +247,132 @@ void quantize_super_block_k(const float* x, Block* b, int nmax, float rmin, int 
   }
 }
 
+// Levels L in 0..nmax for non-negative values (a super-block's sub-block scales or mins), weights
+// qw: the scale that maps the largest to nmax and eight nearby ones, the least weighted error
+// kept, then up to five passes moving single levels as the least-squares scale prefers; returns
+// that scale (ggml's make_qp_quants).
+float fit_positive(int n, int nmax, const float* x, uint8_t* L, const float* qw) {
+  float max = 0.0f;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max < kGroupMaxEps) {
+    std::memset(L, 0, static_cast<size_t>(n));
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(nmax) / max;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(round_half_even(iscale * x[i]));
+  const float scale = 1.0f / iscale;
+  float best_mse = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * static_cast<float>(L[i]);
+    best_mse += qw[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
+    const float scale_is = 1.0f / iscale_is;
+    float mse = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, round_half_even(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * static_cast<float>(l);
+      mse += qw[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0.0f;
+  float suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, round_half_even(iscale * x[i]));
+    L[i] = static_cast<uint8_t>(l);
+    const float w = qw[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = qw[i];
+      const float li = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * li;
+      float sl2 = suml2 - w * li * li;
+      if (slx > 0.0f && sl2 > 0.0f) {
+        const int new_l = std::min(nmax, round_half_even(x[i] * sl2 / slx));
+        if (new_l != L[i]) {
+          slx += w * x[i] * static_cast<float>(new_l);
+          sl2 += w * static_cast<float>(new_l) * static_cast<float>(new_l);
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<uint8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (changed == 0) break;
+  }
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Σ x² over n elements, in order.
+float sum_squares(const float* x, int64_t n) {
+  float s = 0.0f;
+  for (int64_t j = 0; j < n; ++j) s += x[j] * x[j];
+  return s;
+}
+
+// The importance of each element of a group as ggml weighs it: qw · sqrt(sigma2 + x²).
+void importance_weights(int n, const float* x, const float* qw, float sigma2, float* weights) {
+  for (int l = 0; l < n; ++l) weights[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+}
+
+// Q4_K / Q5_K with importance: the eight sub-block fits under the weights, the scales and mins
+// fitted by fit_positive against their summed weights, then every element re-rounded against the
+// stored values. Returns the levels in L.
+template <class Block>
+void quantize_super_block_k_weighted(const float* x, const float* qw, Block* b, int nmax, uint8_t* L) {
+  float scales[8];
+  float mins[8];
+  float sw[8];
+  float weights[32];
+  uint8_t aux[32];
+  const float sigma2 = 2 * sum_squares(x, kQKK) / kQKK;
+  for (int j = 0; j < 8; ++j) {
+    importance_weights(32, x + 32 * j, qw + 32 * j, sigma2, weights);
+    float sumw = 0.0f;
+    for (int l = 0; l < 32; ++l) sumw += weights[l];
+    sw[j] = sumw;
+    scales[j] = fit_affine(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux, -0.9f, 0.05f, 36, false);
+  }
+  uint8_t sc[8];
+  uint8_t m[8];
+  const float d_block = fit_positive(8, 63, scales, sc, sw);
+  const float m_block = fit_positive(8, 63, mins, m, sw);
+  kquant_pack_scale_mins(sc, m, b->scales);
+  b->d = f32_to_f16(d_block);
+  b->dmin = f32_to_f16(m_block);
+  for (int j = 0; j < 8; ++j) {
+    const ScaleMin s = kquant_scale_min(b->scales, j);
+    const float d = f16_to_f32(b->d) * static_cast<float>(s.sc);
+    if (d == 0.0f) continue;
+    const float dm = f16_to_f32(b->dmin) * static_cast<float>(s.m);
+    for (int i = 0; i < 32; ++i)
+      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(nmax, round_half_even((x[32 * j + i] + dm) / d))));
+  }
+}
+
+// Low nibbles of levels j and j + 16 into byte j (Q4_0 .. Q5_1); the fifth bits into qh (Q5_*).
+void put_nibbles32(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
+}
+void put_fifth_bits32(const uint8_t* L, uint8_t* qh) {
+  uint32_t bits = 0;
+  for (int j = 0; j < 32; ++j) bits |= static_cast<uint32_t>((L[j] >> 4) & 1) << j;
+  for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(bits >> (8 * k));
+}
+
 }  // namespace
 
 void quantize_row_q2_k_ref(const float* x, void* dst, int64_t n) noexcept {
@@ -357,13 +484,16 @@ void quantize_row_q5_k_ref(const float* x, void* dst, int64_t n) noexcept {
   }
 }
 
-void quantize_row_q6_k_ref(const float* x, void* dst, int64_t n) noexcept {
+namespace {
+
+// Q6_K: the groups fitted with weights qw (the importance, without ggml's sigma term) or, null, x².
+void quantize_row_q6_k_weighted(const float* x, void* dst, int64_t n, const float* qw) noexcept {
   assert(n >= 0 && n % kQKK == 0);
   auto* b = static_cast<BlockQ6_K*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK) {
+  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
     int8_t L[kQKK];
     float scales[16];
-    for (int j = 0; j < 16; ++j) scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
+    for (int j = 0; j < 16; ++j) scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j, qw ? qw + 16 * j : nullptr);
     const Extreme e = group_extreme(16, scales);
     const float max_scale = e.value;
     if (e.magnitude < kGroupMaxEps) {
@@ -390,6 +520,178 @@ void quantize_row_q6_k_ref(const float* x, void* dst, int64_t n) noexcept {
       }
     }
   }
+}
+
+}  // namespace
+
+void quantize_row_q6_k_ref(const float* x, void* dst, int64_t n) noexcept { quantize_row_q6_k_weighted(x, dst, n, nullptr); }
+
+
+// ---- With importance weights (llama-quantize --imatrix): ggml's quantize_row_*_impl. ----
+
+namespace {
+
+// Q4_0 / Q5_0: per block a symmetric fit under the weights; levels 0..2*nmax-1.
+template <class Block>
+void weighted_symmetric_32(const float* x, const float* qw, Block* b, int64_t n, int nmax) {
+  const float sigma2 = sum_squares(x, n) / static_cast<float>(n);
+  for (int64_t ib = 0; ib < n / kQK; ++ib, ++b) {
+    const float* xb = x + kQK * ib;
+    float weights[kQK];
+    int8_t L[kQK];
+    importance_weights(kQK, xb, qw + kQK * ib, sigma2, weights);
+    b->d = f32_to_f16(fit_symmetric(kQK, nmax, xb, L, weights));
+    put_nibbles32(reinterpret_cast<const uint8_t*>(L), b->qs);
+    if constexpr (requires { b->qh; }) put_fifth_bits32(reinterpret_cast<const uint8_t*>(L), b->qh);
+  }
+}
+
+// Q4_1 / Q5_1: per block an affine fit under the weights; levels 0..nmax.
+template <class Block>
+void weighted_affine_32(const float* x, const float* qw, Block* b, int64_t n, int nmax) {
+  const float sigma2 = sum_squares(x, n) / static_cast<float>(n);
+  for (int64_t ib = 0; ib < n / kQK; ++ib, ++b) {
+    const float* xb = x + kQK * ib;
+    float weights[kQK];
+    uint8_t L[kQK];
+    uint8_t aux[kQK];
+    importance_weights(kQK, xb, qw + kQK * ib, sigma2, weights);
+    float neg_min = 0.0f;
+    const float d = fit_affine(kQK, nmax, xb, weights, L, &neg_min, aux, -0.9f, 0.05f, 36, false);
+    b->d = f32_to_f16(d);
+    b->m = f32_to_f16(-neg_min);
+    put_nibbles32(L, b->qs);
+    if constexpr (requires { b->qh; }) put_fifth_bits32(L, b->qh);
+  }
+}
+
+}  // namespace
+
+void quantize_row_q4_0_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQK == 0);
+  weighted_symmetric_32(x, qw, static_cast<BlockQ4_0*>(dst), n, 8);
+}
+
+void quantize_row_q5_0_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQK == 0);
+  weighted_symmetric_32(x, qw, static_cast<BlockQ5_0*>(dst), n, 16);
+}
+
+void quantize_row_q4_1_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQK == 0);
+  weighted_affine_32(x, qw, static_cast<BlockQ4_1*>(dst), n, 15);
+}
+
+void quantize_row_q5_1_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQK == 0);
+  weighted_affine_32(x, qw, static_cast<BlockQ5_1*>(dst), n, 31);
+}
+
+void quantize_row_q2_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQKK == 0);
+  auto* b = static_cast<BlockQ2_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK, qw += kQKK) {
+    uint8_t L[kQKK];
+    uint8_t aux[16];
+    float weights[16];
+    float scales[16];
+    float mins[16];
+    float sw[16];
+    const float sigma2 = sum_squares(x, kQKK) / kQKK;
+    for (int j = 0; j < 16; ++j) {
+      importance_weights(16, x + 16 * j, qw + 16 * j, sigma2, weights);
+      float sumw = 0.0f;
+      for (int l = 0; l < 16; ++l) sumw += weights[l];
+      sw[j] = sumw;
+      scales[j] = fit_affine(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], aux, -0.9f, 0.05f, 36, false);
+    }
+    uint8_t ls[16];
+    uint8_t lm[16];
+    const float dm = fit_positive(16, 15, scales, ls, sw);
+    const float mm = fit_positive(16, 15, mins, lm, sw);
+    b->d = f32_to_f16(dm);
+    b->dmin = f32_to_f16(mm);
+    for (int j = 0; j < 16; ++j) b->scales[j] = static_cast<uint8_t>(ls[j] | lm[j] << 4);
+    for (int j = 0; j < 16; ++j) {
+      const float d = f16_to_f32(b->d) * static_cast<float>(b->scales[j] & 0xF);
+      if (d == 0.0f) continue;
+      const float m = f16_to_f32(b->dmin) * static_cast<float>(b->scales[j] >> 4);
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<uint8_t>(std::max(0, std::min(3, round_half_even((x[16 * j + l] + m) / d))));
+    }
+    pack_2bit(L, b->qs);
+  }
+}
+
+void quantize_row_q3_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQKK == 0);
+  auto* b = static_cast<BlockQ3_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK, qw += kQKK) {
+    int8_t L[kQKK];
+    float scales[16];
+    float weights[16];
+    float sw[16];
+    const float sigma2 = 2 * sum_squares(x, kQKK) / kQKK;
+    for (int j = 0; j < 16; ++j) {
+      importance_weights(16, x + 16 * j, qw + 16 * j, sigma2, weights);
+      float sumw = 0.0f;
+      for (int l = 0; l < 16; ++l) sumw += weights[l];
+      sw[j] = sumw;
+      scales[j] = fit_symmetric(16, 4, x + 16 * j, L + 16 * j, weights);
+    }
+    int8_t ls[16];
+    const float d_block = fit_symmetric(16, 32, scales, ls, sw);
+    int q[16];
+    for (int j = 0; j < 16; ++j) q[j] = ls[j] - 32;
+    q3k_pack_scales(q, b->scales);
+    b->d = f32_to_f16(d_block);
+    for (int j = 0; j < 16; ++j) {
+      const float d = f16_to_f32(b->d) * static_cast<float>(q3k_scale(b->scales, j));
+      if (d == 0.0f) continue;
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<int8_t>(std::max(-4, std::min(3, round_half_even(x[16 * j + l] / d))) + 4);
+    }
+    std::memset(b->hmask, 0, sizeof b->hmask);
+    uint8_t low[kQKK];
+    for (int e = 0; e < kQKK; ++e) {
+      if (L[e] > 3) b->hmask[e % 32] = static_cast<uint8_t>(b->hmask[e % 32] | 1 << (e / 32));
+      low[e] = static_cast<uint8_t>(L[e] & 3);
+    }
+    pack_2bit(low, b->qs);
+  }
+}
+
+void quantize_row_q4_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQKK == 0);
+  auto* b = static_cast<BlockQ4_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK, qw += kQKK) {
+    uint8_t L[kQKK];
+    quantize_super_block_k_weighted(x, qw, b, 15, L);
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l) b->qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | L[64 * c + l + 32] << 4);
+  }
+}
+
+void quantize_row_q5_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  assert(n >= 0 && n % kQKK == 0);
+  auto* b = static_cast<BlockQ5_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i, ++b, x += kQKK, qw += kQKK) {
+    uint8_t L[kQKK];
+    quantize_super_block_k_weighted(x, qw, b, 31, L);
+    std::memset(b->qh, 0, sizeof b->qh);
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        const int lo = L[64 * c + l];
+        const int hi = L[64 * c + l + 32];
+        b->qh[l] = static_cast<uint8_t>(b->qh[l] | (lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
+        b->qs[32 * c + l] = static_cast<uint8_t>((lo & 0x0F) | (hi & 0x0F) << 4);
+      }
+    }
+  }
+}
+
+void quantize_row_q6_k_imatrix(const float* x, void* dst, int64_t n, const float* qw) noexcept {
+  quantize_row_q6_k_weighted(x, dst, n, qw);
 }
 
 }  // namespace infer

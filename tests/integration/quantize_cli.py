@@ -7,6 +7,10 @@ directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
     llama.cpp's fallbacks, down to F16 where 32 does not divide either), F16 and BF16 inputs, tied
     embeddings, a fused-QKV architecture (phi3), grouped-query attention with 4 heads per KV head
     and gemma3; 80 layers with GQA, llama.cpp's 70B case, for the presets whose rules it changes;
+  - with an importance matrix (infer-imatrix's, over the start of tests/data/text/corpus.txt), every
+    preset that reads one equals llama-quantize --imatrix on every model above (the 8 layers of k256
+    also cover Q4_0 / Q5_0's ffn_down rule), every such type with --pure on k256 and odd, and so do
+    --include-weights and --exclude-weights;
   - --keep output.weight equals llama-quantize --leave-output-tensor, and --keep GLOB on a layer
     equals llama-quantize --tensor-type REGEX=f32 (F32 input: the tensor stays as it is);
   - the summary line on stderr; progress lines when stderr is not a terminal; bad arguments exit 2,
@@ -48,6 +52,11 @@ presets = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "
            "Q5_K_S", "Q5_K_M", "Q6_K", "Q3_K", "Q4_K", "Q5_K", "F16", "BF16", "F32"]
 # --pure with the plain type names: one tensor type everywhere (Q3_K, Q4_K, Q5_K name the _M presets).
 presets_70b = ["Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M"]
+# The presets and types whose quantizers read an importance matrix (Q8_0 ignores it: kept to check
+# the metadata llama-quantize adds).
+imatrix_presets = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
+                   "Q5_K_S", "Q5_K_M", "Q6_K"]
+imatrix_pure_types = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 pure_types = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 common = ["--n-head", "4", "--n-head-kv", "2", "--ctx", "128"]
 models = {
@@ -83,6 +92,9 @@ with tempfile.TemporaryDirectory() as tmp:
         os.remove(ours)
         os.remove(theirs)
 
+    calib = os.path.join(tmp, "calib.txt")
+    with open(os.path.join(root, "tests/data/text/corpus.txt"), "rb") as f:
+        open(calib, "wb").write(f.read(12000))
     for model, args in models.items():
         src = os.path.join(tmp, f"{model}.gguf")
         run([tool("infer-make-model"), "-o", src] + args)
@@ -90,6 +102,14 @@ with tempfile.TemporaryDirectory() as tmp:
             same_file(f"{model}-{p}", src, [], [], p)
         for t in pure_types:
             same_file(f"{model}-pure-{t}", src, ["--pure"], ["--pure"], t)
+        imatrix = os.path.join(tmp, f"{model}.imatrix.gguf")
+        run([tool("infer-imatrix"), "-m", src, "-f", calib, "-c", "32", "--chunks", "4", "-o", imatrix])
+        im = ["--imatrix", imatrix]
+        for p in imatrix_presets:
+            same_file(f"{model}-imatrix-{p}", src, im, im, p)
+        # Every weighted quantizer on every tensor: on the K-quant rows and on the fallback rows.
+        for t in imatrix_pure_types if model in ("k256", "odd") else []:
+            same_file(f"{model}-imatrix-pure-{t}", src, im + ["--pure"], im + ["--pure"], t)
 
     # 80 layers of llama with GQA: llama.cpp's "70B" model type, whose attn_v rule differs.
     src = os.path.join(tmp, "l80.gguf")
@@ -102,6 +122,10 @@ with tempfile.TemporaryDirectory() as tmp:
     src = os.path.join(tmp, "k256.gguf")
     same_file("keep-output", src, ["--keep", "output.weight"], ["--leave-output-tensor"], "Q4_K_M")
     same_file("keep-layer", src, ["--keep", "blk.1.*"], ["--tensor-type", r"blk\.1\.=f32"], "Q4_K_M")
+    im = ["--imatrix", os.path.join(tmp, "k256.imatrix.gguf")]
+    same_file("imatrix-include", src, im + ["--include-weights", "ffn_"], im + ["--include-weights", "ffn_"], "Q4_K_M")
+    same_file("imatrix-exclude", src, im + ["--exclude-weights", "attn_v", "--exclude-weights", "blk.3."],
+              im + ["--exclude-weights", "attn_v", "--exclude-weights", "blk.3."], "Q4_K_M")
 
     # The summary line, progress lines (stderr is a pipe here), exit codes.
     err = run([tool("infer-quantize"), src, os.path.join(tmp, "s.gguf"), "q4_k_m"])
@@ -122,7 +146,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check("requantizing" in err, f"requantization not refused: {err!r}")
     check(not os.path.exists(os.path.join(tmp, "x.gguf")), "a failed run left an output file")
 
-expected = len(models) * (len(presets) + len(pure_types)) + len(presets_70b) + 2
+expected = len(models) * (len(presets) + len(pure_types) + len(imatrix_presets)) + 2 * len(imatrix_pure_types) + \
+    len(presets_70b) + 4
 print(f"{identical} of {expected} outputs byte-identical to llama-quantize; {checks} checks")
 for f in failures:
     print("FAIL:", f)

@@ -191,7 +191,7 @@ Status to_engine_config(const infer_engine_params* in, infer::EngineConfig& conf
 
   if (!full.model_path) return invalid(fn, "params.model_path is NULL");
   if (full.n_threads < 0) return invalid(fn, "params.n_threads is " + std::to_string(full.n_threads) + " (0 = all cores)");
-  if (full.kv_type < INFER_KV_F16 || full.kv_type > INFER_KV_Q8_0)
+  if (full.kv_type < INFER_KV_F16 || full.kv_type > INFER_KV_FP8)
     return invalid(fn, "params.kv_type is " + std::to_string(full.kv_type) + ", not an infer_kv_type");
   if (full.weight_type < INFER_WEIGHT_KEEP || full.weight_type > INFER_WEIGHT_FP8_TENSOR)
     return invalid(fn, "params.weight_type is " + std::to_string(full.weight_type) + ", not an infer_weight_type");

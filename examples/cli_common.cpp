@@ -95,9 +95,9 @@ bool parse_engine_flag(const char* tool, const char* usage, int argc, char** arg
 }
 
 KvType parse_kv_type(const char* tool, const char* usage, const std::string& text) {
-  for (KvType t : {KvType::f16, KvType::f32, KvType::bf16, KvType::q8_0})
+  for (KvType t : {KvType::f16, KvType::f32, KvType::bf16, KvType::q8_0, KvType::fp8})
     if (text == kv_type_name(t)) return t;
-  usage_error(tool, "--kv-type must be f16, f32, bf16 or q8_0", usage);
+  usage_error(tool, "--kv-type must be f16, f32, bf16, q8_0 or fp8", usage);
 }
 
 std::string parse_device_name(const char* tool, const char* usage, const std::string& text) {

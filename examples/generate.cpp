@@ -35,7 +35,7 @@ constexpr const char* kUsageTail =
     "                       their log probabilities to stderr (\"top: ID:LOGP ...\")\n"
     "  --ignore-eos         keep generating past end-of-generation tokens (benchmarks)\n"
     "  --no-parse-special   treat special-token text in the prompt as plain text\n"
-    "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0\n";
+    "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0, fp8\n";
 
 const std::string kUsageText = std::string(kUsageHead) + cli::kEngineUsage + kUsageMiddle + cli::kSamplingUsage + kUsageTail;
 const char* const kUsage = kUsageText.c_str();

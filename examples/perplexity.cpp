@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "               (KL divergence, top-1 agreement, perplexity difference; per chunk and in total)\n"
     "  -c CTX       tokens per chunk (default 512)\n"
     "  --chunks N   score at most N chunks (default: all)\n"
-    "  --kv-type    f16 (default), f32, bf16, q8_0\n"
+    "  --kv-type    f16 (default), f32, bf16, q8_0, fp8\n"
     "  --weight-type keep|q8_0|q4_0|int8|fp8|fp8-tensor   quantize float weight matrices at load (default keep)\n"
     "  --device D   cpu (default), cuda or cuda:N: where the models compute\n";
 

@@ -34,9 +34,11 @@ namespace infer {
 
 // The element type of the KV cache (values as infer_kv_type in infer.h): f16 as llama.cpp's default;
 // f32 twice its bytes (for accuracy checks); bf16 as many; q8_0 about half (32-element blocks with
-// an F16 scale, as llama.cpp's q8_0 cache; the head size must be a multiple of 32).
-enum class KvType : int { f16 = 0, f32 = 1, bf16 = 2, q8_0 = 3 };
-// "f16", "f32", "bf16", "q8_0"; "" for a value that is not a KvType.
+// an F16 scale, as llama.cpp's q8_0 cache; the head size must be a multiple of 32); fp8 half: one
+// E4M3 (e4m3fn) number per element, unscaled, saturating at ±448, as vLLM's fp8 cache without
+// calibrated scales (kv_scale 1).
+enum class KvType : int { f16 = 0, f32 = 1, bf16 = 2, q8_0 = 3, fp8 = 4 };
+// "f16", "f32", "bf16", "q8_0", "fp8"; "" for a value that is not a KvType.
 INFER_API const char* kv_type_name(KvType t) noexcept;
 
 // Where an engine computes (EngineConfig::device): the CPU, or CUDA GPU `index`.

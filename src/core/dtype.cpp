@@ -52,6 +52,8 @@ constexpr std::array kTraits{
     // Row: n e4m3 codes, then f32 scale and 4 zero bytes (quant/fp8_rows.hpp).
     DTypeTraits{DType::f8_row, "F8E4M3_ROW", 32, 32, true, true, 8, true},
     DTypeTraits{DType::f8_tensor, "F8E4M3_TENSOR", 32, 32, true, true, 8, true},
+    // One e4m3fn code per element, no scale: the KV cache's fp8 type (read by attention only).
+    DTypeTraits{DType::f8_e4m3, "F8_E4M3", 1, 1, false, false, 0, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {

@@ -30,9 +30,10 @@ enum class DType : uint32_t {
   i8_row = 200,     // INT8, one f32 scale per row (per output channel; per token for activations)
   f8_row = 201,     // FP8 E4M3 (e4m3fn), one f32 scale per row (quant/fp8_rows.hpp)
   f8_tensor = 202,  // the same rows, quantized with one scale for the whole matrix
+  f8_e4m3 = 203,    // FP8 E4M3 (e4m3fn) numbers, unscaled: the elements of the fp8 KV cache
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 202;
+inline constexpr uint32_t kMaxDTypeId = 203;
 
 struct DTypeTraits {
   DType type;

@@ -60,6 +60,7 @@ const char* kv_type_name(KvType t) noexcept {
     case KvType::f32: return "f32";
     case KvType::bf16: return "bf16";
     case KvType::q8_0: return "q8_0";
+    case KvType::fp8: return "fp8";
   }
   return "";
 }
@@ -70,6 +71,7 @@ DType kv_dtype(KvType t) {
     case KvType::f32: return DType::f32;
     case KvType::bf16: return DType::bf16;
     case KvType::q8_0: return DType::q8_0;
+    case KvType::fp8: return DType::f8_e4m3;
     case KvType::f16: break;
   }
   return DType::f16;

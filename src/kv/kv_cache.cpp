@@ -94,8 +94,9 @@ Result<KvCache> KvCache::create(const KvCacheConfig& config, const KvAllocator& 
   const KvCacheConfig& c = config;
   if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.block_size <= 0)
     return invalid_argument("KV cache: layers, heads, head size and block size must be positive");
-  if (c.kv_type != DType::f16 && c.kv_type != DType::f32 && c.kv_type != DType::bf16 && c.kv_type != DType::q8_0)
-    return invalid_argument("KV cache: type must be f16, f32, bf16 or q8_0, not " + std::string(dtype_name(c.kv_type)));
+  if (c.kv_type != DType::f16 && c.kv_type != DType::f32 && c.kv_type != DType::bf16 && c.kv_type != DType::q8_0 &&
+      c.kv_type != DType::f8_e4m3)
+    return invalid_argument("KV cache: type must be f16, f32, bf16, q8_0 or f8_e4m3, not " + std::string(dtype_name(c.kv_type)));
   if (!dtype_row_bytes(c.kv_type, static_cast<uint64_t>(c.head_dim)))
     return invalid_argument("KV cache: " + std::string(dtype_name(c.kv_type)) + " needs a head size that is a multiple of " +
                             std::to_string(dtype_traits(c.kv_type)->block_size) + ", not " + std::to_string(c.head_dim));

@@ -7,6 +7,7 @@
 
 #include "core/kv_view.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "quant/fp8_rows.hpp"
 #include "quant/quantize_activations.hpp"
 
 namespace infer::test {
@@ -47,7 +48,11 @@ struct AttentionCache {
     const size_t row = (static_cast<size_t>(blocks[static_cast<size_t>(pos / view.block_size)]) * view.n_kv_heads + head) *
                            view.block_size + pos % view.block_size;
     std::vector<float> values(static_cast<size_t>(view.head_dim));
-    dequantize_row_ref(view.kv_type, buf.data() + row * view.row_bytes, values.data(), view.head_dim);
+    const uint8_t* stored = buf.data() + row * view.row_bytes;
+    if (view.kv_type == DType::f8_e4m3)
+      for (size_t j = 0; j < values.size(); ++j) values[j] = e4m3_to_f32(stored[j]);
+    else
+      dequantize_row_ref(view.kv_type, stored, values.data(), view.head_dim);
     return values[static_cast<size_t>(i)];
   }
 
@@ -57,6 +62,9 @@ struct AttentionCache {
       case DType::f32: std::memcpy(row, x, static_cast<size_t>(view.head_dim) * 4); return;
       case DType::bf16: round_activations_bf16(x, row, view.head_dim); return;
       case DType::q8_0: quantize_activations_q8_0(x, row, view.head_dim); return;
+      case DType::f8_e4m3:
+        for (int j = 0; j < view.head_dim; ++j) row[j] = f32_to_e4m3(x[j]);
+        return;
       default: round_activations_f16(x, row, view.head_dim); return;
     }
   }

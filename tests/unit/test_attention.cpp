@@ -76,7 +76,7 @@ TEST_CASE("exp_ggml is within 2 ulp of exp and saturates at the ends", "[attenti
 
 TEST_CASE("attention_row matches float64 softmax attention for every context length across tile boundaries, every KV type",
           "[attention]") {
-  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
+  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::f8_e4m3}) {
     const AttentionShape shape{4, 2, 64, 0.125f};
     AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13);
     // Keys and values with a spread of scores: some positions dominate, most do not.
@@ -168,7 +168,7 @@ TEST_CASE("attention_row with a sliding window sees only the positions from firs
 
 TEST_CASE("attention_rows gives every row attention_row's result bit for bit, and every ISA's variant the scalar one's, every KV type",
           "[attention]") {
-  for (DType type : {DType::f16, DType::f32, DType::bf16, DType::q8_0}) {
+  for (DType type : {DType::f16, DType::f32, DType::bf16, DType::q8_0, DType::f8_e4m3}) {
     const AttentionShape shape{8, 2, 32, 0.17f};  // 4 query heads per KV head
     AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
     const auto kv = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 8, -2.0f, 2.0f);

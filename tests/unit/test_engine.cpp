@@ -1092,6 +1092,7 @@ TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of
   CHECK(std::string(kv_type_name(KvType::f32)) == "f32");
   CHECK(std::string(kv_type_name(KvType::bf16)) == "bf16");
   CHECK(std::string(kv_type_name(KvType::q8_0)) == "q8_0");
+  CHECK(std::string(kv_type_name(KvType::fp8)) == "fp8");
   CHECK(std::string(kv_type_name(static_cast<KvType>(9))).empty());
   EngineConfig c;
   c.kv_cache_bytes = 1 << 20;
@@ -1119,7 +1120,7 @@ TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of
   CHECK(Engine::create(model_path(), c).status().code() == StatusCode::invalid_argument);
 }
 
-TEST_CASE("bf16 and q8_0 KV caches: q8_0 takes 17/32 of f16's bytes, and greedy tokens are the same alone, batched, chunked and from the prefix cache",
+TEST_CASE("bf16, q8_0 and fp8 KV caches: q8_0 takes 17/32 of f16's bytes and fp8 half, and greedy tokens are the same alone, batched, chunked and from the prefix cache",
           "[engine][prefix]") {
   // Heads of 32 dimensions: one Q8_0 block per row (34 bytes against 64 in F16).
   test::TinyLlama spec = llama_spec();
@@ -1127,7 +1128,7 @@ TEST_CASE("bf16 and q8_0 KV caches: q8_0 takes 17/32 of f16's bytes, and greedy 
   spec.n_ff = 96;
   spec.seed = 80;
   const ModelOnDisk model(spec, "head32");
-  for (KvType type : {KvType::bf16, KvType::q8_0}) {
+  for (KvType type : {KvType::bf16, KvType::q8_0, KvType::fp8}) {
     INFO(kv_type_name(type));
     EngineConfig c;
     c.kv_cache_bytes = 4 << 20;
@@ -1135,7 +1136,8 @@ TEST_CASE("bf16 and q8_0 KV caches: q8_0 takes 17/32 of f16's bytes, and greedy 
     EngineConfig f16 = c;
     f16.kv_type = KvType::f16;
     const int64_t f16_blocks = make_engine(f16, model.path)->stats().kv_blocks_total;
-    CHECK(make_engine(c, model.path)->stats().kv_blocks_total == (type == KvType::q8_0 ? f16_blocks * 32 / 17 : f16_blocks));
+    CHECK(make_engine(c, model.path)->stats().kv_blocks_total ==
+          (type == KvType::q8_0 ? f16_blocks * 32 / 17 : type == KvType::fp8 ? f16_blocks * 2 : f16_blocks));
     // Each prompt alone on a fresh engine without the prefix cache ...
     Workload w;
     std::vector<std::vector<int32_t>> alone;

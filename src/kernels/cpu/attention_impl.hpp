@@ -14,6 +14,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/exp_approx.hpp"
+#include "quant/fp8_rows.hpp"
 #include "quant/quantize_activations.hpp"
 
 namespace infer::INFER_ISA_NS {
@@ -23,7 +24,7 @@ constexpr int kTile = kAttentionTile;
 
 // Loads head_dim elements of a cache row as floats (F16 and BF16 convert exactly, so the F16C
 // instruction, where the build has it, gives the same values as the scalar conversion; Q8_0 rows
-// dequantize as dequantize_row does on every ISA).
+// dequantize as dequantize_row does on every ISA; E4M3 codes decode exactly through a table).
 inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept {
   if (kv.kv_type == DType::f32) {
     std::memcpy(dst, row, static_cast<size_t>(kv.head_dim) * 4);
@@ -35,17 +36,27 @@ inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept 
       _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
 #endif
     for (; i < kv.head_dim; ++i) dst[i] = f16_to_f32(h[i]);
+  } else if (kv.kv_type == DType::f8_e4m3) {
+    for (int i = 0; i < kv.head_dim; ++i) dst[i] = e4m3_to_f32(row[i]);  // exact
   } else {
     dequantize_row(kv.kv_type, row, dst, kv.head_dim);
   }
 }
 
-// Stores a row as llama.cpp's CPU backend writes its cache (ggml's from_float of the type).
+// An fp8 cache row: each element to the nearest e4m3fn number (ties to even), saturating at ±448,
+// unscaled; a NaN stays NaN.
+inline void store_row_e4m3(const float* src, uint8_t* row, int n) noexcept {
+  for (int i = 0; i < n; ++i) row[i] = std::isnan(src[i]) ? uint8_t{0x7F} : f32_to_e4m3(src[i]);
+}
+
+// Stores a row as llama.cpp's CPU backend writes its cache (ggml's from_float of the type; fp8,
+// which llama.cpp lacks, as torch's float8_e4m3fn conversion after a clamp to ±448).
 inline void store_row(const KvView& kv, uint8_t* row, const float* src) noexcept {
   switch (kv.kv_type) {
     case DType::f32: std::memcpy(row, src, static_cast<size_t>(kv.head_dim) * 4); return;
     case DType::bf16: round_activations_bf16(src, row, kv.head_dim); return;
     case DType::q8_0: quantize_activations_q8_0(src, row, kv.head_dim); return;
+    case DType::f8_e4m3: store_row_e4m3(src, row, kv.head_dim); return;
     default: round_activations_f16(src, row, kv.head_dim); return;  // f32_to_f16's bits, vectorized
   }
 }

@@ -9,7 +9,7 @@ from . import _lib
 from ._request import Request, Stream, _token_trampoline
 from ._types import EngineStats, InferError, LatencyStats, ModelInfo
 
-_KV_TYPES = {"f16": 0, "f32": 1, "bf16": 2, "q8_0": 3}
+_KV_TYPES = {"f16": 0, "f32": 1, "bf16": 2, "q8_0": 3, "fp8": 4}
 _WEIGHT_TYPES = {"keep": 0, "q8_0": 1, "q4_0": 2, "int8": 3, "fp8": 4, "fp8-tensor": 5}
 
 
@@ -148,7 +148,7 @@ _SAMPLING = (
 
 class Engine:
     """A loaded model serving requests (infer_engine). Every knob defaults to the library's
-    (capi/include/infer.h, docs/tuning.md); kv_type is "f16", "f32", "bf16" or "q8_0", weight_type "keep",
+    (capi/include/infer.h, docs/tuning.md); kv_type is "f16", "f32", "bf16", "q8_0" or "fp8", weight_type "keep",
     "q8_0", "q4_0", "int8", "fp8" or "fp8-tensor", device "cpu", "cuda" or "cuda:N", on_load_progress a
     callable receiving the fraction loaded.
 

@@ -248,10 +248,146 @@ Result<DType> dtype_of(const safetensors::Tensor& t, const std::string& where) {
     case safetensors::Dtype::bf16: return DType::bf16;
     case safetensors::Dtype::i8: return DType::i8;
     case safetensors::Dtype::i32: return DType::i32;
+    case safetensors::Dtype::f8_e4m3: return DType::f8_e4m3;
     default: break;
   }
-  return unsupported(where + ": tensor '" + t.name + "' is " + safetensors::dtype_name(t.dtype) +
-                     ": quantized (compressed-tensors) checkpoints are not supported yet (F32, F16 and BF16 weights are)");
+  return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' is " + safetensors::dtype_name(t.dtype) +
+                     " (F32, F16 and BF16 weights are supported, and the INT8 / FP8 E4M3 ones of compressed-tensors)");
+}
+
+// config.json's quantization_config: the compressed-tensors schemes libinfer computes (docs/huggingface.md):
+// 8-bit symmetric weights, one scale per output channel or per tensor, INT8 (format int-quantized)
+// or FP8 E4M3 (float-quantized; naive-quantized stores either the same way), with activations
+// unquantized, dynamic per token or static per tensor. Anything else is refused by name.
+Status check_quantization_config(const Json& config, const std::string& where, bool& quantized) {
+  quantized = false;
+  const Json* q = json::member(config, "quantization_config");
+  if (!q || q->is_null()) return Status::ok();
+  const std::string at = where + ": quantization_config";
+  if (!q->is_object()) return malformed_file(at + " is not an object");
+  const std::string* method = json::get_string(*q, "quant_method");
+  if (!method || *method != "compressed-tensors")
+    return unsupported(at + ": quant_method '" + (method ? method->substr(0, 64) : std::string("(none)")) +
+                       "' is not supported (compressed-tensors checkpoints are)");
+  auto format_ok = [&](const Json& object, const char* what) -> Status {
+    const std::string* f = json::get_string(object, "format");
+    if (!f) return Status::ok();
+    if (*f == "int-quantized" || *f == "float-quantized" || *f == "naive-quantized" || *f == "dense" ||
+        *f == "mixed-precision")
+      return Status::ok();
+    return unsupported(at + ": " + what + "format '" + f->substr(0, 64) +
+                       "' is not supported (int-quantized, float-quantized and naive-quantized 8-bit weights are; "
+                       "packed INT4 is not yet)");
+  };
+  INFER_RETURN_IF_ERROR(format_ok(*q, ""));
+  if (const std::string* status = json::get_string(*q, "quantization_status"); status && *status != "compressed")
+    return unsupported(at + ": quantization_status '" + status->substr(0, 64) +
+                       "': only compressed checkpoints load (the weights stored quantized)");
+  const Json* groups = json::member(*q, "config_groups");
+  if (!groups || !groups->is_object()) return Status::ok();
+  for (const auto& [name, scheme] : groups->items()) {
+    const std::string g = "config_groups." + name.substr(0, 64);
+    if (!scheme.is_object()) continue;  // a list of targets: no scheme of its own
+    INFER_RETURN_IF_ERROR(format_ok(scheme, (g + ".").c_str()));
+    const Json* w = json::member(scheme, "weights");
+    if (w && w->is_object()) {
+      quantized = true;
+      const auto bits = json::get_int(*w, "num_bits");
+      const std::string* type = json::get_string(*w, "type");
+      const std::string* strategy = json::get_string(*w, "strategy");
+      const std::string s = strategy ? *strategy : "";
+      if (bits.value_or(0) != 8 || !type || (*type != "int" && *type != "float"))
+        return unsupported(at + ": " + g + ".weights: " + std::to_string(bits.value_or(0)) + "-bit " +
+                           (type ? type->substr(0, 16) : std::string("?")) +
+                           " weights are not supported (8-bit int and float are; INT4 is not yet)");
+      if (!json::get_bool(*w, "symmetric").value_or(true))
+        return unsupported(at + ": " + g + ".weights: asymmetric weights (zero points) are not supported");
+      if (s != "channel" && s != "tensor")
+        return unsupported(at + ": " + g + ".weights: strategy '" + s.substr(0, 32) +
+                           "' is not supported (channel and tensor are)");
+    }
+    for (const char* key : {"input_activations", "output_activations"}) {
+      const Json* a = json::member(scheme, key);
+      if (!a || a->is_null()) continue;
+      if (std::string_view(key) == "output_activations")
+        return unsupported(at + ": " + g + ".output_activations: quantized outputs are not supported");
+      const std::string* strategy = json::get_string(*a, "strategy");
+      const Json* dynamic = json::member(*a, "dynamic");
+      const bool is_dynamic = dynamic && dynamic->is_boolean() && dynamic->get<bool>();
+      const std::string s = strategy ? *strategy : "";
+      if (json::get_int(*a, "num_bits").value_or(0) != 8 || !json::get_bool(*a, "symmetric").value_or(true) ||
+          !((is_dynamic && s == "token") || (!is_dynamic && s == "tensor")))
+        return unsupported(at + ": " + g + ".input_activations: only symmetric 8-bit activations, dynamic per token or "
+                           "static per tensor, are supported");
+    }
+  }
+  return Status::ok();
+}
+
+// What a compressed-tensors checkpoint keeps beside a weight: "<...>.weight_scale" → its weight
+// and "weight_scale"; the activation and KV-cache scales libinfer does not use (it quantizes
+// activations per token itself, and picks the KV type at run time) → "input_scale" etc.
+struct QuantParam {
+  std::string weight;  // the Hugging Face name of the weight it belongs to
+  std::string kind;    // weight_scale, weight_zero_point, input_scale, input_zero_point, k_scale, ...
+};
+std::optional<QuantParam> quant_param(const std::string& name) {
+  for (std::string_view kind : {"weight_scale", "weight_zero_point", "input_scale", "input_zero_point", "output_scale",
+                                "output_zero_point", "k_scale", "v_scale", "q_scale"}) {
+    if (name.size() > kind.size() + 1 && name.ends_with(kind) && name[name.size() - kind.size() - 1] == '.') {
+      std::string base = name.substr(0, name.size() - kind.size());
+      return QuantParam{base + "weight", std::string(kind)};
+    }
+  }
+  return std::nullopt;
+}
+
+// A compressed-tensors parameter beside a weight. weight_scale becomes "<GGUF weight name>_scale",
+// F32, one element per output row (its rows in the weight's order: Llama's Q/K permutation applies)
+// or one for the tensor; a weight_zero_point must be all zeros (symmetric); the activation and
+// KV-cache scales are checked for their dtype and left out. Returns whether a tensor was added.
+Result<bool> add_quant_param(const Family& fam, const Hparams& hp, bool tied, const QuantParam& param,
+                             const safetensors::Tensor& t, DType dtype, const std::string& where, ModelFile::Parts& parts,
+                             std::unordered_set<std::string>& seen) {
+  const std::string what = where + ": tensor '" + t.name.substr(0, 96) + "'";
+  if (param.kind.ends_with("zero_point")) {
+    for (uint64_t i = 0; i < t.nbytes(); ++i)
+      if (t.data[i] != 0) return unsupported(what + ": a non-zero zero point (asymmetric quantization is not supported)");
+    return false;
+  }
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+    return malformed_file(what + ": a scale must be F32, F16 or BF16, not " + safetensors::dtype_name(t.dtype));
+  if (param.kind != "weight_scale") return false;
+  auto mapped = gguf_name(fam, param.weight);
+  if (!mapped) return unsupported(what + " has no GGUF counterpart for " + fam.gguf_arch);
+  if (mapped->empty() || (*mapped == "output.weight" && tied)) return false;
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;  // the reader checked the shape against the bytes
+  const bool column = t.shape.empty() || (t.shape.size() == 1) || (t.shape.size() == 2 && t.shape[1] == 1);
+  if (!column || n < 1) return malformed_file(what + ": expected [rows, 1] or [1] scales, found " + std::to_string(t.shape.size()) + " dimensions");
+  TensorInfo info;
+  info.name = *mapped + "_scale";
+  if (!seen.insert(info.name).second) return malformed_file(what + " appears twice");
+  info.dtype = DType::f32;
+  info.n_dims = 1;
+  info.shape[0] = n;
+  info.nbytes = static_cast<uint64_t>(n) * 4;
+  INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
+  for (int64_t i = 0; i < n; ++i) buf.as<float>()[i] = element_as_f32(dtype, t.data, i);
+  const bool is_q = mapped->ends_with(".attn_q.weight"), is_k = mapped->ends_with(".attn_k.weight");
+  if (fam.permute_qk && (is_q || is_k) && n > 1) {
+    const int64_t heads = is_q ? hp.n_head : hp.n_kv;
+    if (n % heads != 0 || (n / heads) % 2 != 0)
+      return malformed_file(what + ": " + std::to_string(n) + " scales do not split into " + std::to_string(heads) +
+                            " heads of an even size");
+    INFER_ASSIGN_OR_RETURN(AlignedBuffer permuted, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
+    permute_rows(buf.data(), permuted.data(), n, 4, heads);
+    buf = std::move(permuted);
+  }
+  info.view = TensorView::contiguous(DType::f32, 1, info.shape, buf.data());
+  parts.owned.push_back(std::move(buf));
+  parts.tensors.push_back(std::move(info));
+  return true;
 }
 
 }  // namespace
@@ -292,6 +428,8 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   if (name.empty()) name = root.parent_path().filename().string();
   md.set("general.name", name);
   INFER_ASSIGN_OR_RETURN(Hparams hp, translate_config(*cfg, *fam, config_path, md));
+  bool compressed = false;
+  INFER_RETURN_IF_ERROR(check_quantization_config(config, config_path, compressed));
   const bool tied = json::get_bool(*cfg, "tie_word_embeddings").value_or(json::get_bool(config, "tie_word_embeddings").value_or(false));
 
   // The shards.
@@ -339,17 +477,29 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
 
   // The tensors.
   std::unordered_set<std::string> seen;
+  std::vector<std::string> quantized;  // GGUF names of the INT8 / FP8 weights, each needing "<name>_scale"
   for (const Shard& s : shards) {
     const std::string where = (root / s.name).string();
     for (const safetensors::Tensor& t : s.file.tensors) {
-      // The dtype first: a compressed-tensors checkpoint is named as such, not by its scale tensors.
       INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
+      if (auto param = quant_param(t.name)) {
+        INFER_RETURN_IF_ERROR(add_quant_param(*fam, hp, tied, *param, t, dtype, where, parts, seen).status());
+        continue;
+      }
+      if (dtype == DType::i8 || dtype == DType::f8_e4m3) {
+        if (!compressed)
+          return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' is " + safetensors::dtype_name(t.dtype) +
+                                " but config.json has no compressed-tensors quantization_config with 8-bit weights");
+        if (t.shape.size() != 2)
+          return malformed_file(where + ": quantized tensor '" + t.name.substr(0, 96) + "' is not a matrix");
+      }
       auto mapped = gguf_name(*fam, t.name);
       if (!mapped)
         return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has no GGUF counterpart for " + fam->gguf_arch);
       if (mapped->empty()) continue;
       if (*mapped == "output.weight" && tied) continue;  // the embeddings serve as the output
       if (!seen.insert(*mapped).second) return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' appears twice");
+      if (dtype == DType::i8 || dtype == DType::f8_e4m3) quantized.push_back(*mapped);
       TensorInfo info;
       info.name = *mapped;
       info.dtype = dtype;
@@ -395,6 +545,15 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
       parts.tensors.push_back(std::move(info));
     }
   }
+  // Every quantized weight has its scales, and every weight_scale belongs to a quantized weight.
+  for (const std::string& weight : quantized)
+    if (!seen.count(weight + "_scale"))
+      return malformed_file(dir + ": quantized weight " + weight + " has no weight_scale tensor");
+  for (const TensorInfo& info : parts.tensors)
+    if (info.name.ends_with(".weight_scale") &&
+        std::find(quantized.begin(), quantized.end(), info.name.substr(0, info.name.size() - 6)) == quantized.end())
+      return malformed_file(dir + ": " + info.name + " belongs to no INT8 / FP8 weight (a float weight with scales: "
+                            "only compressed checkpoints load)");
   if (!hp.rope_freqs.empty()) {
     TensorInfo info;
     info.name = "rope_freqs.weight";

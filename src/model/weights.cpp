@@ -17,7 +17,7 @@ WeightBinder::WeightBinder(const ModelFile& file, std::optional<DType> weight_ty
   for (const TensorInfo& t : file.tensors()) total_bytes_ += t.nbytes;
 }
 
-Result<const TensorInfo*> WeightBinder::optional(const std::string& name, std::initializer_list<int64_t> shape) const {
+Result<const TensorInfo*> WeightBinder::find(const std::string& name, std::initializer_list<int64_t> shape) const {
   const TensorInfo* t = file_.find_tensor(name);
   if (!t) return static_cast<const TensorInfo*>(nullptr);
   std::array<int64_t, kMaxDims> want{1, 1, 1, 1};
@@ -28,7 +28,12 @@ Result<const TensorInfo*> WeightBinder::optional(const std::string& name, std::i
   if (!same)
     return malformed_file(file_.path() + ": " + name + ": expected " + shape_string(static_cast<int>(shape.size()), want) +
                           ", found " + shape_string(t->n_dims, t->shape));
-  if (!can_dequantize(t->dtype))
+  return t;
+}
+
+Result<const TensorInfo*> WeightBinder::optional(const std::string& name, std::initializer_list<int64_t> shape) const {
+  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, find(name, shape));
+  if (t && !can_dequantize(t->dtype))
     return unsupported(file_.path() + ": " + name + ": weight type " + std::string(dtype_name(t->dtype)) +
                        " is not supported yet");
   return t;
@@ -41,14 +46,58 @@ Result<const TensorInfo*> WeightBinder::require(const std::string& name, std::in
 }
 
 Result<const TensorInfo*> WeightBinder::matrix(const std::string& name, std::initializer_list<int64_t> shape) {
-  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, require(name, shape));
-  return convert(t);
+  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, optional_matrix(name, shape));
+  if (!t) return malformed_file(file_.path() + ": missing tensor " + name);
+  return t;
 }
 
 Result<const TensorInfo*> WeightBinder::optional_matrix(const std::string& name, std::initializer_list<int64_t> shape) {
-  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, optional(name, shape));
+  INFER_ASSIGN_OR_RETURN(const TensorInfo* t, find(name, shape));
+  if (t && (t->dtype == DType::i8 || t->dtype == DType::f8_e4m3)) return from_checkpoint(t);
+  INFER_ASSIGN_OR_RETURN(t, optional(name, shape));
   if (!t) return t;
   return convert(t);
+}
+
+// A compressed-tensors weight (INT8 or FP8 E4M3 codes, row major [rows, n]) and its scales
+// ("<name>_scale", F32: one per row or one for the matrix, as format/hf_directory.cpp names them)
+// in libinfer's row layouts: I8_ROW, F8E4M3_ROW or (one scale) F8E4M3_TENSOR. The codes and scales
+// are kept exactly (quant/int8_rows.hpp, quant/fp8_rows.hpp).
+Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
+  if (progress_ && total_bytes_ > 0) {
+    bound_bytes_ += t->nbytes;
+    progress_(std::min(1.0, static_cast<double>(bound_bytes_) / static_cast<double>(total_bytes_)));
+  }
+  const std::string where = file_.path() + ": " + t->name;
+  const TensorInfo* scale = file_.find_tensor(t->name + "_scale");
+  const int64_t n = t->shape[0], rows = t->view.rows();
+  if (!scale || scale->dtype != DType::f32 || scale->n_dims != 1)
+    return malformed_file(where + ": an " + std::string(dtype_name(t->dtype)) + " weight needs its F32 scales (" +
+                          t->name + "_scale)");
+  const int64_t n_scales = scale->shape[0];
+  if (n_scales != rows && n_scales != 1)
+    return malformed_file(where + ": " + std::to_string(n_scales) + " scales for " + std::to_string(rows) +
+                          " rows (one per row or one for the matrix)");
+  if (!store_) return invalid_argument(where + ": quantized checkpoint weights need a store to convert into");
+  const bool is_int = t->dtype == DType::i8;
+  const DType type = is_int ? DType::i8_row : (n_scales == 1 && rows > 1 ? DType::f8_tensor : DType::f8_row);
+  const auto row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n));
+  if (!row_bytes) return invalid_argument(where + ": row size overflows");
+  ConvertedTensor c;
+  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
+  const auto* codes = static_cast<const uint8_t*>(t->view.data);
+  const std::span<const float> scales(static_cast<const float*>(scale->view.data), static_cast<size_t>(n_scales));
+  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(n);
+  const Status converted =
+      is_int ? i8_rows_from_compressed({{reinterpret_cast<const int8_t*>(codes), count}, scales, rows, n}, c.data.data())
+             : f8_rows_from_compressed({{codes, count}, scales, rows, n}, c.data.data());
+  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
+  c.info = *t;
+  c.info.dtype = type;
+  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
+  c.info.view = TensorView::contiguous(type, t->n_dims, t->shape, c.data.data());
+  store_->push_back(std::move(c));
+  return &store_->back().info;
 }
 
 Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {

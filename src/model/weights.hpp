@@ -35,6 +35,8 @@ class WeightBinder {
                std::function<void(double)> progress = {});
 
   // A 2-D weight matrix: as require() / optional(), converted to the weight type when one is set.
+  // A compressed-tensors INT8 / FP8 weight (I8 / F8_E4M3 codes with "<name>_scale") becomes
+  // I8_ROW / F8E4M3_ROW / F8E4M3_TENSOR with its codes and scales exactly; the weight type leaves it.
   Result<const TensorInfo*> matrix(const std::string& name, std::initializer_list<int64_t> shape);
   Result<const TensorInfo*> optional_matrix(const std::string& name, std::initializer_list<int64_t> shape);
 
@@ -47,7 +49,10 @@ class WeightBinder {
   Result<AlignedBuffer> load_f32(const TensorInfo& t) const;
 
  private:
+  // The tensor `name` with exactly the given shape, or nullptr; its type unchecked.
+  Result<const TensorInfo*> find(const std::string& name, std::initializer_list<int64_t> shape) const;
   Result<const TensorInfo*> convert(const TensorInfo* t);
+  Result<const TensorInfo*> from_checkpoint(const TensorInfo* t);
 
   const ModelFile& file_;
   std::optional<DType> weight_type_;

@@ -80,3 +80,31 @@ for arch, hf in FAMILIES.items():
     c = json.dumps(cfg).encode()
     k = json.dumps(tokenizer).encode()
     save(f"dir-{arch}", 2, struct.pack("<I", len(c)) + c + struct.pack("<I", len(k)) + k + safetensors(t))
+
+# compressed-tensors checkpoints: INT8 per-channel and FP8 per-tensor Linear weights with their
+# scales (rows a multiple of 32 elements, as the row formats need).
+E, H, KV, D, FF = 32, 2, 1, 16, 32
+for scheme, dtype, per_channel in (("int8", "I8", True), ("fp8", "F8_E4M3", False)):
+    weights = {"num_bits": 8, "type": "int" if dtype == "I8" else "float", "symmetric": True,
+               "strategy": "channel" if per_channel else "tensor"}
+    acts = {"num_bits": 8, "type": weights["type"], "symmetric": True, "dynamic": per_channel,
+            "strategy": "token" if per_channel else "tensor"}
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": E, "num_hidden_layers": 1, "num_attention_heads": H,
+           "num_key_value_heads": KV, "intermediate_size": FF, "vocab_size": V, "rms_norm_eps": 1e-6,
+           "quantization_config": {"quant_method": "compressed-tensors", "format": "naive-quantized",
+                                   "quantization_status": "compressed", "ignore": ["lm_head"],
+                                   "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                                                 "input_activations": acts}}}}
+    p = "model.layers.0."
+    t = [("model.embed_tokens.weight", "F32", [V, E]), ("model.norm.weight", "F32", [E]), ("lm_head.weight", "F16", [V, E]),
+         (p + "input_layernorm.weight", "F32", [E]), (p + "post_attention_layernorm.weight", "F32", [E])]
+    for name, rows, cols in (("self_attn.q_proj", H * D, E), ("self_attn.k_proj", KV * D, E), ("self_attn.v_proj", KV * D, E),
+                             ("self_attn.o_proj", E, H * D), ("mlp.gate_proj", FF, E), ("mlp.up_proj", FF, E),
+                             ("mlp.down_proj", E, FF)):
+        t += [(p + name + ".weight", dtype, [rows, cols]),
+              (p + name + ".weight_scale", "BF16", [rows, 1] if per_channel else [1])]
+        if not per_channel:
+            t.append((p + name + ".input_scale", "F32", [1]))
+    c = json.dumps(cfg).encode()
+    k = json.dumps(tokenizer).encode()
+    save(f"dir-llama-{scheme}", 2, struct.pack("<I", len(c)) + c + struct.pack("<I", len(k)) + k + safetensors(t))

@@ -385,7 +385,7 @@ TEST_CASE("a Hugging Face directory with a problem fails with a message naming t
     d.add("model.layers.0.mystery.weight", {2});
     expect({"model.safetensors", "mystery", "no GGUF counterpart"});
   }
-  SECTION("an FP8 tensor (compressed-tensors)") {
+  SECTION("a compressed-tensors scale that is not a float") {
     add_llama_layer(d);
     d.tensors_header += R"(,"model.layers.0.self_attn.q_proj.weight_scale":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[)" +
                         std::to_string(d.data.size()) + "," + std::to_string(d.data.size() + 2) + "]}";

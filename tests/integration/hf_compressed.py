@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""compressed-tensors checkpoints (the layout llm-compressor writes and vLLM serves) load and compute
+exactly as libinfer's own INT8 / FP8 formats do on the same numbers:
+
+  For each family infer-make-model writes (llama, gemma3, qwen2, qwen3, phi3), an F32 directory
+  from scripts/gguf-to-hf is rewritten in numpy, for three schemes of compressed-tensors'
+  presets (quantization/quant_scheme.py of the compressed-tensors package):
+    INT8_W8A8     int8 weights, one scale per output channel, activations dynamic per token
+                  ("int-quantized");
+    FP8_DYNAMIC   float8_e4m3fn weights, one scale per output channel ("float-quantized");
+    FP8           float8_e4m3fn weights, one scale per tensor, static per-tensor input_scale;
+  every Linear weight of the decoder layers quantized (lm_head and the embeddings kept, as the
+  recipes' ignore lists keep them), scales stored as BF16 or F32 in [rows, 1] / [1].
+  The quantized values are "snapped": each scale is a power of two and every row (per channel) or
+  the matrix (per tensor) holds a code at the top of the range (±127, ±448), so the F32 directory
+  holding scale x code is quantized back at load by libinfer's own quantizer (--weight-type
+  int8 / fp8 / fp8-tensor) into exactly those codes and scales. Both directories must then give
+  the same infer-perplexity output and bit-identical logits: the reader maps every tensor, scale and
+  Q/K permutation of the checkpoint right, and the kernels run on it unchanged.
+
+Then the refusals, each a one-line error naming the cause: an unknown quant_method, packed INT4,
+group-wise or asymmetric weights, a quantized tensor without its scale or without a
+quantization_config, a non-zero zero point.
+
+The safetensors files are written here byte by byte from the format's specification (numpy has no
+float8 type to hand to the safetensors package).
+
+usage: hf_compressed.py BIN_DIR LIBINFER_SO REPO_ROOT
+"""
+import json
+import os
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+bin_dir, lib_path, root = sys.argv[1:4]
+os.environ["LIBINFER_LIBRARY"] = lib_path
+sys.path.insert(0, os.path.join(root, "bindings/python/src"))
+import libinfer  # noqa: E402
+
+models = os.path.join(root, "tests/data/models")
+text_path = os.path.join(root, "tests/data/text/corpus.txt")
+tool = lambda name: os.path.join(bin_dir, name)  # noqa: E731
+failures = []
+checked = []
+
+
+def run(args, env=None, ok=True):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=root, env=env)
+    if ok and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-800:]}")
+    return p
+
+
+deps = run([os.path.join(root, "scripts/hf-python-deps")]).stdout.strip().splitlines()[-1]
+sys.path.insert(0, deps)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
+
+convert_env = dict(os.environ, PYTHONPATH=deps)
+
+# float8_e4m3fn, from its definition: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
+# subnormal (m * 2^-9); S.1111.111 NaN; no infinities.
+E4M3 = np.zeros(256)
+for code in range(256):
+    e, m = (code >> 3) & 15, code & 7
+    v = m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    E4M3[code] = np.nan if (code & 0x7F) == 0x7F else (-v if code & 0x80 else v)
+FINITE = np.array([c for c in range(256) if not np.isnan(E4M3[c])])
+ORDER = FINITE[np.argsort(E4M3[FINITE], kind="stable")]
+
+
+def nearest_e4m3(x):
+    """Codes of the e4m3 values nearest to x (clipped to ±448; ties either way: the codes define the weights)."""
+    values = E4M3[ORDER]
+    x = np.clip(x, -448, 448)
+    i = np.clip(np.searchsorted(values, x), 1, len(values) - 1)
+    lower = np.abs(x - values[i - 1]) <= np.abs(values[i] - x)
+    return ORDER[np.where(lower, i - 1, i)].astype(np.uint8)
+
+
+def pow2_at_least(x):
+    return np.float32(2.0 ** np.ceil(np.log2(np.maximum(x, 1e-30))))
+
+
+def snap(w, scheme):
+    """(codes, scales as float32 [rows,1] or [1], the F32 weights scale x code)."""
+    rows = w.shape[0]
+    if scheme == "int8":
+        s = np.array([pow2_at_least(np.abs(r).max() / 127) for r in w], dtype=np.float32)[:, None]
+        q = np.clip(np.rint(w / s), -127, 127).astype(np.int8)
+        top = np.abs(w).argmax(axis=1)
+        q[np.arange(rows), top] = np.where(w[np.arange(rows), top] < 0, -127, 127)
+        return q, s, (q.astype(np.float32) * s).astype(np.float32)
+    if scheme == "fp8":
+        s = np.array([pow2_at_least(np.abs(r).max() / 448) for r in w], dtype=np.float32)[:, None]
+    else:
+        s = np.array([pow2_at_least(np.abs(w).max() / 448)], dtype=np.float32)
+    scale = s if scheme == "fp8" else s[:, None]
+    codes = nearest_e4m3(w / scale)
+    if scheme == "fp8":
+        top = np.abs(w).argmax(axis=1)
+        codes[np.arange(rows), top] = np.where(w[np.arange(rows), top] < 0, 0xFE, 0x7E)
+    else:
+        r, c = np.unravel_index(np.abs(w).argmax(), w.shape)
+        codes[r, c] = 0xFE if w[r, c] < 0 else 0x7E
+    return codes, s, (E4M3[codes] * scale).astype(np.float32)
+
+
+def bf16_bytes(a):
+    """float32 values that BF16 holds exactly, as BF16 bytes."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    assert np.all(bits & 0xFFFF == 0)
+    return (bits >> 16).astype("<u2").tobytes()
+
+
+def write_safetensors(path, tensors):
+    """tensors: [(name, dtype string, shape, bytes)] in the format's layout: an 8-byte header length,
+    the JSON header (dtype, shape, data_offsets per tensor), then the data."""
+    header, offset = {}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for _, _, _, data in tensors:
+            f.write(data)
+
+
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
+
+
+def is_linear(name):
+    return name.startswith("model.layers.") and name.endswith(".weight") and name.split(".")[-2] in LINEAR
+
+
+def scheme_config(scheme, fmt=None):
+    weights = {"num_bits": 8, "type": "int" if scheme == "int8" else "float",
+               "strategy": "tensor" if scheme == "fp8-tensor" else "channel", "symmetric": True, "dynamic": False,
+               "group_size": None, "observer": "minmax"}
+    if scheme == "fp8-tensor":
+        acts = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True, "dynamic": False,
+                "observer": "static_minmax"}
+    else:
+        acts = {"num_bits": 8, "type": weights["type"], "strategy": "token", "symmetric": True, "dynamic": True}
+    return {"quant_method": "compressed-tensors", "format": fmt or ("int-quantized" if scheme == "int8" else "float-quantized"),
+            "quantization_status": "compressed", "ignore": ["lm_head"], "kv_cache_scheme": None,
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": acts,
+                                          "output_activations": None}}}
+
+
+def write_pair(src, snapped_dir, compressed_dir, scheme, scale_dtype):
+    """The snapped F32 directory and its compressed-tensors twin, both from src."""
+    for d in (snapped_dir, compressed_dir):
+        shutil.copytree(src, d)
+    weights = load_file(os.path.join(src, "model.safetensors"))
+    plain, packed = [], []
+    for name in sorted(weights):
+        w = weights[name]
+        if not is_linear(name):
+            data = np.ascontiguousarray(w).tobytes()
+            dtype = {"float32": "F32", "float16": "F16"}[str(w.dtype)]
+            plain.append((name, dtype, w.shape, data))
+            packed.append((name, dtype, w.shape, data))
+            continue
+        codes, s, snapped = snap(w.astype(np.float32), scheme)
+        plain.append((name, "F32", w.shape, snapped.tobytes()))
+        packed.append((name, "I8" if scheme == "int8" else "F8_E4M3", w.shape, codes.tobytes()))
+        sb = bf16_bytes(s) if scale_dtype == "BF16" else s.astype("<f4").tobytes()
+        packed.append((name[:-len("weight")] + "weight_scale", scale_dtype, s.shape, sb))
+        if scheme == "fp8-tensor":  # the static activation scale (libinfer keeps activations in F32)
+            packed.append((name[:-len("weight")] + "input_scale", "F32", (1,), np.float32([0.25]).tobytes()))
+    write_safetensors(os.path.join(snapped_dir, "model.safetensors"), plain)
+    write_safetensors(os.path.join(compressed_dir, "model.safetensors"), packed)
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = scheme_config(scheme)
+    with open(os.path.join(compressed_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+with open(text_path) as f:
+    prompt = f.read()[:600]
+
+
+def logits_of(model, weight_type=None):
+    with libinfer.Engine(model, threads=2, weight_type=weight_type) as engine:
+        c = engine.generate(prompt, max_tokens=1, temperature=0, prompt_logprobs_from=1, prompt_logits=True)
+        return c.prompt_logits
+
+
+def perplexity(model, weight_type=None):
+    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]
+    if weight_type:
+        args += ["--weight-type", weight_type]
+    out = run(args).stdout
+    return [line for line in out.splitlines() if "scored in" not in line and line.strip()]
+
+
+def make_args(prefix):
+    name = "make-model.args" if prefix == "ref" else f"{prefix}-make-model.args"
+    with open(os.path.join(models, name)) as f:
+        return shlex.split(f.read())
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    def base_dir(label, make):
+        gguf = os.path.join(tmp, label + ".gguf")
+        run([tool("infer-make-model"), "-o", gguf, "--type", "f32"] + make)
+        directory = os.path.join(tmp, label)
+        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, directory], env=convert_env)
+        return directory
+
+    schemes = (("int8", "BF16"), ("fp8", "F32"), ("fp8-tensor", "BF16"))
+    for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
+        src = base_dir(prefix, make_args(prefix))
+        for scheme, scale_dtype in schemes:
+            label = f"{prefix} {scheme} (scales {scale_dtype})"
+            try:
+                snapped, compressed = os.path.join(tmp, f"{prefix}-{scheme}-f32"), os.path.join(tmp, f"{prefix}-{scheme}-ct")
+                write_pair(src, snapped, compressed, scheme, scale_dtype)
+                inspect = run([tool("infer-inspect"), compressed]).stdout
+                want = "I8" if scheme == "int8" else "F8_E4M3"
+                if want not in inspect or "_scale" not in inspect:
+                    failures.append(f"{label}: infer-inspect shows no {want} weights and scales")
+                a, b = perplexity(snapped, scheme), perplexity(compressed)
+                if a != b:
+                    failures.append(f"{label}: infer-perplexity differs:\n  F32 --weight-type {scheme}: {a}\n  compressed: {b}")
+                la, lb = logits_of(snapped, scheme), logits_of(compressed)
+                if len(la) != len(lb) or any(x != y for x, y in zip(la, lb)):
+                    rows = sum(1 for x, y in zip(la, lb) if x != y)
+                    failures.append(f"{label}: logits differ in {rows} of {len(la)} rows")
+                else:
+                    # The quantization must have done something: the snapped weights are not the originals.
+                    lp = logits_of(src)
+                    if all(x == y for x, y in zip(lp, lb)):
+                        failures.append(f"{label}: the compressed model computes exactly the unquantized one")
+                    else:
+                        checked.append(f"{label}: {len(la)} rows of logits and the perplexity identical to "
+                                       f"--weight-type {scheme} on the same numbers")
+            except Exception as e:  # one failing model must not hide the others
+                failures.append(f"{label}: {e}")
+
+    # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
+    src = base_dir("small", ["--n-embd", "64", "--n-layer", "1", "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128",
+                             "--ctx", "256", "--seed", "3"])
+    good_snapped, good = os.path.join(tmp, "bad-base-f32"), os.path.join(tmp, "bad-base")
+    write_pair(src, good_snapped, good, "int8", "F32")
+
+    def refused(label, edit, expect):
+        d = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
+        shutil.copytree(good, d)
+        edit(d)
+        p = run([tool("infer-perplexity"), "-m", d, "-f", text_path, "-c", "64", "--chunks", "1"], ok=False)
+        err = p.stderr.strip()
+        if p.returncode in (0,) or p.returncode < 0 or expect not in err:
+            failures.append(f"refusal '{label}': exit {p.returncode}, stderr {err[-300:]!r} (expected '{expect}')")
+        else:
+            checked.append(f"refusal '{label}': {err.splitlines()[-1][:160]}")
+
+    def edit_config(fn):
+        def edit(d):
+            with open(os.path.join(d, "config.json")) as f:
+                config = json.load(f)
+            fn(config)
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(config, f)
+        return edit
+
+    def edit_tensors(fn):
+        def edit(d):
+            w = os.path.join(d, "model.safetensors")
+            with open(w, "rb") as f:
+                n = struct.unpack("<Q", f.read(8))[0]
+                header = json.loads(f.read(n))
+                data = f.read()
+            tensors = [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+                       for k, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])]
+            write_safetensors(w, fn(tensors))
+        return edit
+
+    def groups(c):
+        return c["quantization_config"]["config_groups"]["group_0"]
+
+    refused("quant_method gptq", edit_config(lambda c: c["quantization_config"].update(quant_method="gptq")),
+            "quant_method 'gptq' is not supported")
+    refused("pack-quantized INT4", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
+            "format 'pack-quantized' is not supported")
+    refused("4-bit weights", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)), "4-bit int weights are not supported")
+    refused("group strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
+            "strategy 'group' is not supported")
+    refused("asymmetric", edit_config(lambda c: groups(c)["weights"].update(symmetric=False)), "asymmetric")
+    refused("frozen status", edit_config(lambda c: c["quantization_config"].update(quantization_status="frozen")),
+            "quantization_status 'frozen'")
+    refused("no quantization_config", edit_config(lambda c: c.pop("quantization_config")), "has no compressed-tensors quantization_config")
+    refused("missing scale", edit_tensors(lambda ts: [t for t in ts if not t[0].endswith("down_proj.weight_scale")]),
+            "has no weight_scale tensor")
+    refused("non-zero zero point", edit_tensors(lambda ts: ts + [("model.layers.0.mlp.up_proj.weight_zero_point", "I8",
+                                                                 [128, 1], bytes([1]) * 128)]),
+            "non-zero zero point")
+    refused("scale of a float weight", edit_tensors(lambda ts: ts + [("model.norm.weight_scale", "F32", [1], bytes(4))]),
+            "belongs to no INT8 / FP8 weight")
+    refused("scales of the wrong count", edit_tensors(
+        lambda ts: [(n, d, [3, 1], b[:12]) if n.endswith("o_proj.weight_scale") else (n, d, s, b) for n, d, s, b in ts]),
+            "3 scales for 64 rows")
+
+for line in checked:
+    print(line)
+if failures:
+    print("\n".join(failures), file=sys.stderr)
+    sys.exit(1)
+print(f"{len(checked)} passed, 0 failed")

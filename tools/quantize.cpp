@@ -8,6 +8,10 @@
 //   infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N]
 //                  [--calib-chunks N]] [--include-weights S]... [--exclude-weights S]...
 //                  [--keep GLOB]... [--pure] [-t THREADS]
+//   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor [--keep GLOB]... [-t THREADS]
+//
+// The second form writes a compressed-tensors checkpoint from a Hugging Face directory
+// (compressed_checkpoint.hpp).
 //
 // --imatrix reads an importance matrix in either of llama.cpp's formats (infer-imatrix's or
 // llama-imatrix's); --calib computes one first, in-process, exactly as infer-imatrix does
@@ -26,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +39,7 @@
 
 #include "calibration.hpp"
 #include "cli_common.hpp"
+#include "compressed_checkpoint.hpp"
 #include "format/gguf.hpp"
 #include "format/imatrix_file.hpp"
 #include "format/model_file.hpp"
@@ -50,10 +56,15 @@ constexpr const char* kTool = "infer-quantize";
 constexpr const char* kUsage =
     "usage: infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]]\n"
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
+    "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor [--keep GLOB]... [-t THREADS]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
+    "  int8, fp8, fp8-tensor   a Hugging Face directory to a compressed-tensors checkpoint directory: the\n"
+    "                decoder's linear layers as INT8 W8A8 (per-channel weights, per-token activations),\n"
+    "                FP8 E4M3 per channel (FP8_DYNAMIC) or FP8 E4M3 per tensor, as vLLM serves them\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
-    "                input type, e.g. --keep output.weight --keep 'blk.0.*' (repeatable)\n"
+    "                input type, e.g. --keep output.weight --keep 'blk.0.*' (repeatable; Hugging Face\n"
+    "                names for int8/fp8/fp8-tensor, e.g. --keep 'model.layers.0.*')\n"
     "  --pure        every converted tensor gets TYPE's base type: no mixture rules\n"
     "  --imatrix FILE       weigh each element's rounding error by its column's importance: an importance\n"
     "                       matrix of infer-imatrix or llama-imatrix (GGUF or legacy .dat), as\n"
@@ -67,6 +78,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string in, out;
+  std::string compressed;  // int8, fp8 or fp8-tensor: the compressed-tensors form
   quant::Preset preset{};
   std::vector<std::string> keep;
   bool pure = false;
@@ -101,6 +113,13 @@ Options parse(int argc, char** argv) {
   if (positional.size() != 3) cli::usage_error(kTool, "needs IN.gguf OUT.gguf TYPE", kUsage);
   o.in = positional[0];
   o.out = positional[1];
+  if (tools::is_compressed_scheme(positional[2])) {
+    o.compressed = positional[2];
+    if (o.pure || !o.imatrix.empty() || !o.calib.empty() || !o.include_weights.empty() || !o.exclude_weights.empty())
+      cli::usage_error(kTool, positional[2] + " takes --keep and -t only", kUsage);
+    if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return o;
+  }
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;
@@ -244,10 +263,42 @@ Importance load_importance(const Options& o) {
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// The compressed-tensors form: a Hugging Face directory to a checkpoint directory.
+int write_compressed(const Options& o) {
+  const auto start = std::chrono::steady_clock::now();
+  tools::CompressedOptions c;
+  c.in = o.in;
+  c.out = o.out;
+  c.scheme = o.compressed;
+  c.keep = o.keep;
+  c.threads = o.threads;
+  std::optional<Progress> progress;
+  c.progress = [&](uint64_t bytes, const std::string& name) { progress->advance(bytes, name); };
+  // The input's size for the bar: the shards' bytes.
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o.in, ec))
+    if (e.path().extension() == ".safetensors") total += e.file_size(ec);
+  progress.emplace(total);
+  auto written = tools::write_compressed_checkpoint(c);
+  if (!written.ok()) cli::fail(kTool, written.status().message());
+  const tools::CompressedSummary& s = *written;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double elements = static_cast<double>(std::max<uint64_t>(s.elements, 1));
+  std::fprintf(stderr,
+               "%s: %s -> %s (compressed-tensors %s): %d tensors, %d linear layers quantized | %.2f MiB -> %.2f MiB, "
+               "%.2f -> %.2f bits per weight | %.2f s\n",
+               kTool, o.in.c_str(), o.out.c_str(), o.compressed.c_str(), s.tensors, s.quantized, mib(s.bytes_in),
+               mib(s.bytes_out), 8.0 * static_cast<double>(s.bytes_in) / elements,
+               8.0 * static_cast<double>(s.bytes_out) / elements, seconds);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (!o.compressed.empty()) return write_compressed(o);
   const auto start = std::chrono::steady_clock::now();
   const Importance importance = load_importance(o);
   auto opened = ModelFile::open(o.in);

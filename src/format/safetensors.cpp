@@ -1,6 +1,8 @@
 #include "format/safetensors.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "core/checked_math.hpp"
@@ -181,6 +183,61 @@ Result<ShardIndex> parse_shard_index(std::string_view text, const std::string& p
   }
   if (index.shards.empty()) return malformed_file(path + ": weight_map names no tensor");
   return index;
+}
+
+Status Writer::add_tensor(std::string name, Dtype dtype, std::vector<int64_t> shape, Fill fill) {
+  if (name.empty()) return invalid_argument("safetensors: a tensor needs a name");
+  for (const Pending& t : tensors_)
+    if (t.name == name) return invalid_argument("safetensors: tensor '" + name + "' added twice");
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    return invalid_argument("safetensors: tensor '" + name + "' has more than " + std::to_string(kMaxDims) + " dimensions");
+  std::optional<uint64_t> bytes = dtype_size(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) return invalid_argument("safetensors: tensor '" + name + "' has a negative dimension");
+    if (bytes) bytes = checked_mul(*bytes, static_cast<uint64_t>(d));
+  }
+  const auto end = bytes ? checked_add(data_bytes_, *bytes) : std::nullopt;
+  if (!end || *end > (1ull << 48)) return invalid_argument("safetensors: tensor '" + name + "' is too large");
+  data_bytes_ = *end;
+  tensors_.push_back({std::move(name), dtype, std::move(shape), *bytes, std::move(fill)});
+  return Status::ok();
+}
+
+Status Writer::write(const std::string& path) const {
+  json::Json header = json::Json::object();
+  if (!metadata_.empty()) {
+    json::Json md = json::Json::object();
+    for (const auto& [k, v] : metadata_) md[k] = v;
+    header["__metadata__"] = md;
+  }
+  uint64_t offset = 0;
+  for (const Pending& t : tensors_) {
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.nbytes}}};
+    offset += t.nbytes;
+  }
+  // nlohmann sorts object keys; the offsets, not the key order, place the data.
+  std::string text = header.dump(-1, ' ', false, json::Json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return io_error(tmp + ": cannot create: " + std::strerror(errno));
+  Status s;
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  bool ok = std::fwrite(length, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  std::vector<uint8_t> buf;
+  for (const Pending& t : tensors_) {
+    if (!ok || !s.is_ok()) break;
+    buf.assign(static_cast<size_t>(t.nbytes), 0);
+    s = t.fill(buf);
+    if (s.is_ok()) ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+  }
+  const bool closed = std::fclose(f) == 0;
+  if (s.is_ok() && !(ok && closed)) s = io_error(tmp + ": write failed: " + std::strerror(errno));
+  if (s.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    s = io_error(path + ": cannot rename from " + tmp + ": " + std::strerror(errno));
+  if (!s.is_ok()) std::remove(tmp.c_str());
+  return s;
 }
 
 }  // namespace infer::safetensors

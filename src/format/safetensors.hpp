@@ -18,7 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,5 +70,33 @@ struct ShardIndex {
   std::vector<std::pair<std::string, std::string>> weight_map;
 };
 Result<ShardIndex> parse_shard_index(std::string_view json, const std::string& path);
+
+// Writes a safetensors file: the tensors in the order added, each at the next offset (so they tile
+// the data section), the header padded with spaces to a multiple of 8 bytes, `metadata` as
+// "__metadata__" when not empty. Each tensor's bytes are produced while the file is written (one
+// tensor in memory at a time): fill gets a buffer of exactly its size. Atomic: "<path>.tmp", then
+// renamed; an error (a failed fill, a full disk) leaves no file.
+class Writer {
+ public:
+  using Fill = std::function<Status(std::span<uint8_t> dst)>;
+  // Checks: a non-empty name not added before, at most kMaxDims dimensions, the byte size
+  // (checked arithmetic) within 2^48.
+  Status add_tensor(std::string name, Dtype dtype, std::vector<int64_t> shape, Fill fill);
+  std::vector<std::pair<std::string, std::string>>& metadata() noexcept { return metadata_; }
+  Status write(const std::string& path) const;
+  uint64_t data_bytes() const noexcept { return data_bytes_; }
+
+ private:
+  struct Pending {
+    std::string name;
+    Dtype dtype;
+    std::vector<int64_t> shape;
+    uint64_t nbytes;
+    Fill fill;
+  };
+  std::vector<Pending> tensors_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+  uint64_t data_bytes_ = 0;
+};
 
 }  // namespace infer::safetensors

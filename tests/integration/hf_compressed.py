@@ -18,6 +18,9 @@ exactly as libinfer's own INT8 / FP8 formats do on the same numbers:
   the same infer-perplexity output and bit-identical logits: the reader maps every tensor, scale and
   Q/K permutation of the checkpoint right, and the kernels run on it unchanged.
 
+infer-quantize SNAPPED_DIR OUT int8|fp8|fp8-tensor must write the numpy-made checkpoint's tensors
+again: the same codes, the same scales (as F32), the preset's config fields.
+
 Then the refusals, each a one-line error naming the cause: an unknown quant_method, packed INT4,
 group-wise or asymmetric weights, a quantized tensor without its scale or without a
 quantization_config, a non-zero zero point.
@@ -132,6 +135,40 @@ def write_safetensors(path, tensors):
             f.write(data)
 
 
+def read_safetensors(path):
+    """{name: (dtype, shape, bytes)}, read from the format's definition."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
+
+
+def as_f32(dtype, data):
+    if dtype == "F32":
+        return np.frombuffer(data, dtype="<f4")
+    assert dtype == "BF16"
+    return (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+
+
+def compare_checkpoints(mine, theirs):
+    """Differences between two checkpoints: names, dtypes, shapes, bytes (scales and the static
+    input_scale compared as values: ours are F32; ours has no input_scale)."""
+    diff = []
+    names = set(theirs) - {k for k in theirs if k.endswith("input_scale")}
+    if set(mine) != names:
+        diff.append(f"tensors {sorted(set(mine) ^ names)[:4]}")
+    for k in sorted(names & set(mine)):
+        (da, sa, ba), (db, sb, bb) = mine[k], theirs[k]
+        if k.endswith("weight_scale"):
+            if sa != sb or not np.array_equal(as_f32(da, ba), as_f32(db, bb)):
+                diff.append(f"{k}: scales differ")
+        elif (da, sa, ba) != (db, sb, bb):
+            diff.append(f"{k}: {da} {sa} vs {db} {sb}" + ("" if (da, sa) != (db, sb) else ", bytes differ"))
+    return diff
+
+
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
 
 
@@ -243,7 +280,53 @@ with tempfile.TemporaryDirectory() as tmp:
                     else:
                         checked.append(f"{label}: {len(la)} rows of logits and the perplexity identical to "
                                        f"--weight-type {scheme} on the same numbers")
+                # infer-quantize writes the checkpoint from the snapped F32 directory: the same codes
+                # and scales as the numpy-made one (scales as F32), the same config fields.
+                written = os.path.join(tmp, f"{prefix}-{scheme}-written")
+                run([tool("infer-quantize"), snapped, written, scheme, "-t", "2"])
+                mine, theirs = read_safetensors(os.path.join(written, "model.safetensors")), \
+                    read_safetensors(os.path.join(compressed, "model.safetensors"))
+                diff = compare_checkpoints(mine, theirs)
+                with open(os.path.join(written, "config.json")) as f:
+                    qc = json.load(f)["quantization_config"]
+                want = scheme_config(scheme)
+                g, w = qc["config_groups"]["group_0"], want["config_groups"]["group_0"]
+                for key in ("quant_method", "format", "quantization_status"):
+                    if qc.get(key) != want[key]:
+                        diff.append(f"config {key} {qc.get(key)!r}, expected {want[key]!r}")
+                for key in ("num_bits", "type", "strategy", "symmetric"):
+                    if g["weights"].get(key) != w["weights"][key]:
+                        diff.append(f"config weights.{key} {g['weights'].get(key)!r}, expected {w['weights'][key]!r}")
+                if g["targets"] != ["Linear"] or ("lm_head.weight" in theirs) != ("lm_head" in qc["ignore"]):
+                    diff.append(f"config targets {g['targets']} / ignore {qc['ignore']}")
+                if diff:
+                    failures.append(f"{label}: infer-quantize's checkpoint differs: " + "; ".join(diff[:5]))
+                else:
+                    checked.append(f"{label}: infer-quantize {scheme} writes the same {len(mine)} tensors, codes and "
+                                   f"scales, and the preset's config")
             except Exception as e:  # one failing model must not hide the others
+                failures.append(f"{label}: {e}")
+
+    # infer-quantize from BF16 checkpoints (no snapping): the checkpoint computes what --weight-type
+    # computes on the BF16 directory, bit for bit.
+    for prefix in ("ref", "phi3"):
+        gguf = os.path.join(tmp, prefix + "-bf16.gguf")
+        run([tool("infer-make-model"), "-o", gguf, "--type", "bf16"] + make_args(prefix))
+        src = os.path.join(tmp, prefix + "-bf16")
+        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, src], env=convert_env)
+        for scheme in ("int8", "fp8", "fp8-tensor"):
+            label = f"{prefix} BF16 -> infer-quantize {scheme}"
+            try:
+                written = os.path.join(tmp, f"{prefix}-bf16-{scheme}")
+                p = run([tool("infer-quantize"), src, written, scheme])
+                if "linear layers quantized" not in p.stderr:
+                    failures.append(f"{label}: no summary line: {p.stderr[-200:]!r}")
+                la, lb = logits_of(src, scheme), logits_of(written)
+                if la != lb or perplexity(src, scheme) != perplexity(written):
+                    failures.append(f"{label}: the checkpoint computes differently from --weight-type {scheme}")
+                else:
+                    checked.append(f"{label}: {len(la)} rows of logits and the perplexity identical to --weight-type {scheme}")
+            except Exception as e:
                 failures.append(f"{label}: {e}")
 
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
@@ -308,6 +391,34 @@ with tempfile.TemporaryDirectory() as tmp:
     refused("scales of the wrong count", edit_tensors(
         lambda ts: [(n, d, [3, 1], b[:12]) if n.endswith("o_proj.weight_scale") else (n, d, s, b) for n, d, s, b in ts]),
             "3 scales for 64 rows")
+
+    # --keep: the matching linear layers stay in their type and join the config's ignore list.
+    src = os.path.join(tmp, "ref-bf16")
+    written = os.path.join(tmp, "ref-bf16-keep")
+    run([tool("infer-quantize"), src, written, "int8", "--keep", "model.layers.0.*"])
+    tensors = read_safetensors(os.path.join(written, "model.safetensors"))
+    with open(os.path.join(written, "config.json")) as f:
+        ignore = json.load(f)["quantization_config"]["ignore"]
+    kept = sorted(k[:-len(".weight")] for k, v in tensors.items() if is_linear(k) and v[0] == "BF16")
+    quantized = [k for k, v in tensors.items() if is_linear(k) and v[0] == "I8"]
+    if not kept or any(not k.startswith("model.layers.0.") for k in kept) or sorted(ignore) != sorted(["lm_head"] + kept) \
+            or not quantized or any(k.startswith("model.layers.0.") for k in quantized):
+        failures.append(f"--keep: kept {kept}, ignore {ignore}, {len(quantized)} quantized")
+    else:
+        checked.append(f"--keep 'model.layers.0.*': {len(kept)} layers kept BF16 and listed in ignore, {len(quantized)} INT8")
+    logits_of(written)  # and it loads
+
+    # infer-quantize's refusals.
+    for label, args, expect in (
+            ("a GGUF input", [os.path.join(tmp, "ref-bf16.gguf"), os.path.join(tmp, "x"), "int8"], "Hugging Face model directory"),
+            ("an existing output", [src, src, "fp8"], "exists and is not an empty directory"),
+            ("a quantized input", [good, os.path.join(tmp, "y"), "fp8"], "quantized already"),
+            ("--imatrix with int8", [src, os.path.join(tmp, "z"), "int8", "--imatrix", "f"], "takes --keep and -t only")):
+        p = run([tool("infer-quantize")] + args, ok=False)
+        if p.returncode == 0 or p.returncode < 0 or expect not in p.stderr:
+            failures.append(f"infer-quantize refusal '{label}': exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")
+        else:
+            checked.append(f"infer-quantize refusal '{label}': {p.stderr.strip().splitlines()[0][:140]}")
 
 for line in checked:
     print(line)

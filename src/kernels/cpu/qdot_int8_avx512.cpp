@@ -86,13 +86,14 @@ void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noe
   for (int64_t k = 0; k < n; k += 16) {
     __m512i v[4];
     for (int m = 0; m < 4; ++m) {
-      __m512i x = _mm512_setzero_si512();
+      // Lane g holds row 4g + m (gathered through memory: _mm512_inserti32x4 needs a constant lane,
+      // which only an unrolled loop gives, and builds without full optimization do not unroll).
+      alignas(64) uint8_t lanes[64] = {};
       for (int g = 0; g < 4; ++g) {
         const int64_t j = 4 * g + m;
-        if (j < count)
-          x = _mm512_inserti32x4(x, _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + j * ws + k)), g);
+        if (j < count) std::memcpy(lanes + 16 * g, base + j * ws + k, 16);
       }
-      v[m] = x;
+      v[m] = _mm512_load_si512(lanes);
     }
     const __m512i a01 = _mm512_unpacklo_epi32(v[0], v[1]), b01 = _mm512_unpackhi_epi32(v[0], v[1]);
     const __m512i a23 = _mm512_unpacklo_epi32(v[2], v[3]), b23 = _mm512_unpackhi_epi32(v[2], v[3]);

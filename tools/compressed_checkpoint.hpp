@@ -1,0 +1,43 @@
+// infer-quantize's compressed-tensors output: a Hugging Face directory (F32 / F16 / BF16 weights)
+// rewritten as the checkpoint llm-compressor writes for the INT8_W8A8, FP8_DYNAMIC presets (and
+// FP8 weights with one scale per tensor), which vLLM serves and libinfer loads
+// (docs/huggingface.md#compressed-tensors-checkpoints-int8-fp8).
+//
+// The decoder layers' linear weights (`*_proj.weight` under `layers.`, rows a multiple of 32
+// elements) become `weight` codes (I8 / F8_E4M3, same shape) and `weight_scale` (F32, [rows, 1] or
+// [1]), quantized by libinfer's quantizers (quant/int8_rows.hpp, quant/fp8_rows.hpp), so the
+// checkpoint computes here exactly what `--weight-type` computes on the source. Every other tensor
+// is copied as it is; lm_head and the linear weights left float (`--keep`, odd sizes, vision
+// towers) are listed in the config's `ignore`. config.json gains the `quantization_config`; the
+// other files of the directory (tokenizer, generation config, chat template) are copied.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "infer/status.hpp"
+
+namespace infer::tools {
+
+struct CompressedOptions {
+  std::string in, out;  // directories; out must not exist or be empty
+  std::string scheme;   // "int8", "fp8" or "fp8-tensor"
+  std::vector<std::string> keep;  // shell globs on Hugging Face tensor names left unquantized
+  int threads = 1;
+  // Called after each tensor with the input bytes it held and its name.
+  std::function<void(uint64_t bytes, const std::string& name)> progress;
+};
+
+struct CompressedSummary {
+  int tensors = 0, quantized = 0;
+  uint64_t bytes_in = 0, bytes_out = 0, elements = 0;
+};
+
+// Is `scheme` one this writer takes?
+bool is_compressed_scheme(const std::string& scheme);
+
+Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o);
+
+}  // namespace infer::tools

@@ -263,6 +263,16 @@ Importance load_importance(const Options& o) {
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// The summary line: what was written, sizes and bits per weight in and out, seconds since start.
+void print_summary(const Options& o, const std::string& what, const std::string& counts, uint64_t bytes_in,
+                   uint64_t bytes_out, uint64_t n_elements, std::chrono::steady_clock::time_point start) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double elements = static_cast<double>(std::max<uint64_t>(n_elements, 1));
+  std::fprintf(stderr, "%s: %s -> %s (%s): %s | %.2f MiB -> %.2f MiB, %.2f -> %.2f bits per weight | %.2f s\n", kTool,
+               o.in.c_str(), o.out.c_str(), what.c_str(), counts.c_str(), mib(bytes_in), mib(bytes_out),
+               8.0 * static_cast<double>(bytes_in) / elements, 8.0 * static_cast<double>(bytes_out) / elements, seconds);
+}
+
 // The compressed-tensors form: a Hugging Face directory to a checkpoint directory.
 int write_compressed(const Options& o) {
   const auto start = std::chrono::steady_clock::now();
@@ -283,14 +293,9 @@ int write_compressed(const Options& o) {
   auto written = tools::write_compressed_checkpoint(c);
   if (!written.ok()) cli::fail(kTool, written.status().message());
   const tools::CompressedSummary& s = *written;
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double elements = static_cast<double>(std::max<uint64_t>(s.elements, 1));
-  std::fprintf(stderr,
-               "%s: %s -> %s (compressed-tensors %s): %d tensors, %d linear layers quantized | %.2f MiB -> %.2f MiB, "
-               "%.2f -> %.2f bits per weight | %.2f s\n",
-               kTool, o.in.c_str(), o.out.c_str(), o.compressed.c_str(), s.tensors, s.quantized, mib(s.bytes_in),
-               mib(s.bytes_out), 8.0 * static_cast<double>(s.bytes_in) / elements,
-               8.0 * static_cast<double>(s.bytes_out) / elements, seconds);
+  print_summary(o, "compressed-tensors " + o.compressed,
+                std::to_string(s.tensors) + " tensors, " + std::to_string(s.quantized) + " linear layers quantized",
+                s.bytes_in, s.bytes_out, s.elements, start);
   return 0;
 }
 
@@ -385,13 +390,7 @@ int main(int argc, char** argv) {
   }
   if (const Status s = writer.write(o.out); !s.is_ok()) cli::fail(kTool, s.message());
 
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double elements = static_cast<double>(std::max<uint64_t>(n_elements, 1));
-  std::fprintf(stderr,
-               "%s: %s -> %s (%s): %zu tensors, %d converted | %.2f MiB -> %.2f MiB, %.2f -> %.2f bits per weight | "
-               "%.2f s\n",
-               kTool, o.in.c_str(), o.out.c_str(), o.preset.name, order.size(), n_converted, mib(total_in),
-               mib(total_out), 8.0 * static_cast<double>(total_in) / elements,
-               8.0 * static_cast<double>(total_out) / elements, seconds);
+  print_summary(o, o.preset.name, std::to_string(order.size()) + " tensors, " + std::to_string(n_converted) + " converted",
+                total_in, total_out, n_elements, start);
   return 0;
 }

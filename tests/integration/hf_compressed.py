@@ -32,38 +32,16 @@ usage: hf_compressed.py BIN_DIR LIBINFER_SO REPO_ROOT
 """
 import json
 import os
-import shlex
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
-bin_dir, lib_path, root = sys.argv[1:4]
-os.environ["LIBINFER_LIBRARY"] = lib_path
-sys.path.insert(0, os.path.join(root, "bindings/python/src"))
-import libinfer  # noqa: E402
-
-models = os.path.join(root, "tests/data/models")
-text_path = os.path.join(root, "tests/data/text/corpus.txt")
-tool = lambda name: os.path.join(bin_dir, name)  # noqa: E731
-failures = []
-checked = []
-
-
-def run(args, env=None, ok=True):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=root, env=env)
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-800:]}")
-    return p
-
-
-deps = run([os.path.join(root, "scripts/hf-python-deps")]).stdout.strip().splitlines()[-1]
-sys.path.insert(0, deps)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, run,  # noqa: E402
+                       text_path, tool)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
-
-convert_env = dict(os.environ, PYTHONPATH=deps)
 
 # float8_e4m3fn, from its definition: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
 # subnormal (m * 2^-9); S.1111.111 NaN; no infinities.
@@ -239,19 +217,9 @@ def perplexity(model, weight_type=None):
     return [line for line in out.splitlines() if "scored in" not in line and line.strip()]
 
 
-def make_args(prefix):
-    name = "make-model.args" if prefix == "ref" else f"{prefix}-make-model.args"
-    with open(os.path.join(models, name)) as f:
-        return shlex.split(f.read())
-
-
 with tempfile.TemporaryDirectory() as tmp:
     def base_dir(label, make):
-        gguf = os.path.join(tmp, label + ".gguf")
-        run([tool("infer-make-model"), "-o", gguf, "--type", "f32"] + make)
-        directory = os.path.join(tmp, label)
-        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, directory], env=convert_env)
-        return directory
+        return gguf_and_directory(tmp, label, ["--type", "f32"] + make)[1]
 
     schemes = (("int8", "BF16"), ("fp8", "F32"), ("fp8-tensor", "BF16"))
     for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
@@ -310,10 +278,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # infer-quantize from BF16 checkpoints (no snapping): the checkpoint computes what --weight-type
     # computes on the BF16 directory, bit for bit.
     for prefix in ("ref", "phi3"):
-        gguf = os.path.join(tmp, prefix + "-bf16.gguf")
-        run([tool("infer-make-model"), "-o", gguf, "--type", "bf16"] + make_args(prefix))
-        src = os.path.join(tmp, prefix + "-bf16")
-        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, src], env=convert_env)
+        src = gguf_and_directory(tmp, prefix + "-bf16", ["--type", "bf16"] + make_args(prefix))[1]
         for scheme in ("int8", "fp8", "fp8-tensor"):
             label = f"{prefix} BF16 -> infer-quantize {scheme}"
             try:
@@ -420,9 +385,4 @@ with tempfile.TemporaryDirectory() as tmp:
         else:
             checked.append(f"infer-quantize refusal '{label}': {p.stderr.strip().splitlines()[0][:140]}")
 
-for line in checked:
-    print(line)
-if failures:
-    print("\n".join(failures), file=sys.stderr)
-    sys.exit(1)
-print(f"{len(checked)} passed, 0 failed")
+finish()

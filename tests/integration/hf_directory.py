@@ -20,42 +20,16 @@ usage: hf_directory.py BIN_DIR LIBINFER_SO REPO_ROOT
 """
 import os
 import re
-import shlex
-import subprocess
 import sys
 import tempfile
 
-bin_dir, lib_path, root = sys.argv[1:4]
-os.environ["LIBINFER_LIBRARY"] = lib_path
-sys.path.insert(0, os.path.join(root, "bindings/python/src"))
-import libinfer  # noqa: E402
-
-models = os.path.join(root, "tests/data/models")
-text_path = os.path.join(root, "tests/data/text/corpus.txt")
-tool = lambda name: os.path.join(bin_dir, name)  # noqa: E731
-failures = []
-checked = []
-
-
-def run(args, env=None):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=root, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-800:]}")
-    return p.stdout
-
-
-deps = run([os.path.join(root, "scripts/hf-python-deps")]).strip().splitlines()[-1]
-convert_env = dict(os.environ, PYTHONPATH=deps)
-
-
-def make_args(prefix):
-    name = "make-model.args" if prefix == "ref" else f"{prefix}-make-model.args"
-    with open(os.path.join(models, name)) as f:
-        return shlex.split(f.read())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, models, root, run,  # noqa: E402
+                       text_path, tool)
 
 
 def perplexity_lines(model, args):
-    out = run([tool("infer-perplexity"), "-m", model, "-t", "2"] + args)
+    out = run([tool("infer-perplexity"), "-m", model, "-t", "2"] + args).stdout
     # Everything but the timing.
     return [re.sub(r"scored in [0-9.]+ s", "", line) for line in out.splitlines()]
 
@@ -73,7 +47,7 @@ def logits_of(model):
 
 def check(label, gguf, directory, kld=None):
     try:
-        inspect = run([tool("infer-inspect"), directory])
+        inspect = run([tool("infer-inspect"), directory]).stdout
         if "safetensors" not in inspect:
             failures.append(f"{label}: infer-inspect does not name the safetensors format")
         ppl_args = ["-f", text_path, "-c", "128", "-b", "128", "--chunks", "4"]
@@ -99,12 +73,7 @@ def check(label, gguf, directory, kld=None):
 
 with tempfile.TemporaryDirectory() as tmp:
     def build(label, make, shards=1, extra=()):
-        gguf = os.path.join(tmp, label + ".gguf")
-        run([tool("infer-make-model"), "-o", gguf] + make)
-        directory = os.path.join(tmp, label)
-        run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, directory, "--shards", str(shards)]
-            + list(extra), env=convert_env)
-        return gguf, directory
+        return gguf_and_directory(tmp, label, make, ["--shards", str(shards)] + list(extra))
 
     for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
         for qtype in ("f32", "f16", "bf16"):
@@ -143,8 +112,8 @@ with tempfile.TemporaryDirectory() as tmp:
         if os.path.exists(os.path.join(directory, "tokenizer.model")):
             failures.append(f"{label}: gguf-to-hf wrote a tokenizer.model")
         check(label, gguf, directory)
-        a = run([tool("infer-tokenize"), "-m", gguf, "-f", text_path])
-        b = run([tool("infer-tokenize"), "-m", directory, "-f", text_path])
+        a = run([tool("infer-tokenize"), "-m", gguf, "-f", text_path]).stdout
+        b = run([tool("infer-tokenize"), "-m", directory, "-f", text_path]).stdout
         if a != b:
             failures.append(f"{label}: the corpus tokenizes differently from tokenizer.json")
         else:
@@ -171,9 +140,4 @@ with tempfile.TemporaryDirectory() as tmp:
     else:
         checked.append(f"smollm2 tokenizer.json: {len(got)} corpus ids equal llama.cpp's")
 
-for line in checked:
-    print(line)
-if failures:
-    print("\n".join(failures), file=sys.stderr)
-    sys.exit(1)
-print(f"{len(checked)} passed, 0 failed")
+finish()

@@ -10,10 +10,13 @@
 // is copied as it is; lm_head and the linear weights left float (`--keep`, odd sizes, vision
 // towers) are listed in the config's `ignore`. config.json gains the `quantization_config`; the
 // other files of the directory (tokenizer, generation config, chat template) are copied.
+// With activation statistics, int8 first applies SmoothQuant (compressed_checkpoint.cpp) and
+// records the factors in smoothquant.json.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,12 @@ struct CompressedOptions {
   std::string scheme;   // "int8", "fp8" or "fp8-tensor"
   std::vector<std::string> keep;  // shell globs on Hugging Face tensor names left unquantized
   int threads = 1;
+  // SmoothQuant (int8 only): each weight's input columns' root mean square over a calibration (the
+  // importance matrix's sqrt, by GGUF weight name: "blk.3.attn_q.weight"), and its alpha; null:
+  // none. calibration_note goes into smoothquant.json.
+  const std::map<std::string, std::vector<float>>* activation_rms = nullptr;
+  double smooth_alpha = 0.5;
+  std::string calibration_note;
   // Called after each tensor with the input bytes it held and its name.
   std::function<void(uint64_t bytes, const std::string& name)> progress;
 };

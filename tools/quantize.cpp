@@ -9,6 +9,7 @@
 //                  [--calib-chunks N]] [--include-weights S]... [--exclude-weights S]...
 //                  [--keep GLOB]... [--pure] [-t THREADS]
 //   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor [--keep GLOB]... [-t THREADS]
+//                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
 //
 // The second form writes a compressed-tensors checkpoint from a Hugging Face directory
 // (compressed_checkpoint.hpp).
@@ -57,6 +58,7 @@ constexpr const char* kUsage =
     "usage: infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]]\n"
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
     "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor [--keep GLOB]... [-t THREADS]\n"
+    "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  int8, fp8, fp8-tensor   a Hugging Face directory to a compressed-tensors checkpoint directory: the\n"
@@ -70,6 +72,8 @@ constexpr const char* kUsage =
     "                       matrix of infer-imatrix or llama-imatrix (GGUF or legacy .dat), as\n"
     "                       llama-quantize --imatrix (K-quants, Q4_0 Q4_1 Q5_0 Q5_1; Q8_0 and floats ignore it)\n"
     "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
+    "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it)\n"
+    "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
     "  --calib-ctx N        tokens per calibration chunk (default: 512)\n"
     "  --calib-chunks N     calibration chunks at most (default: all the text holds)\n"
     "  --include-weights S  use the importance matrix only for tensors whose name contains S (repeatable)\n"
@@ -85,6 +89,7 @@ struct Options {
   int threads = 0;
   std::string imatrix, calib;
   int64_t calib_ctx = 512, calib_chunks = -1;
+  double smooth_alpha = 0.5;
   std::vector<std::string> include_weights, exclude_weights;
 };
 
@@ -100,7 +105,13 @@ Options parse(int argc, char** argv) {
     else if (a == "--calib-ctx") o.calib_ctx = cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 16, 1 << 20);
     else if (a == "--calib-chunks")
       o.calib_chunks = cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 1, 1LL << 40);
-    else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
+    else if (a == "--smooth-alpha") {
+      const std::string v = cli::flag_value(kTool, kUsage, argc, argv, i);
+      char* end = nullptr;
+      o.smooth_alpha = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.smooth_alpha >= 0.0 && o.smooth_alpha <= 1.0))
+        cli::usage_error(kTool, "--smooth-alpha must be a number in [0, 1]", kUsage);
+    } else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--exclude-weights") o.exclude_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "-t" || a == "--threads")
       o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 1, 1024));
@@ -115,8 +126,11 @@ Options parse(int argc, char** argv) {
   o.out = positional[1];
   if (tools::is_compressed_scheme(positional[2])) {
     o.compressed = positional[2];
-    if (o.pure || !o.imatrix.empty() || !o.calib.empty() || !o.include_weights.empty() || !o.exclude_weights.empty())
-      cli::usage_error(kTool, positional[2] + " takes --keep and -t only", kUsage);
+    if (o.pure || !o.include_weights.empty() || !o.exclude_weights.empty())
+      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8) --imatrix / --calib only", kUsage);
+    if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8")
+      cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant, which int8 takes (its activations are quantized), not " +
+                                  o.compressed, kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
@@ -282,6 +296,19 @@ int write_compressed(const Options& o) {
   c.scheme = o.compressed;
   c.keep = o.keep;
   c.threads = o.threads;
+  std::map<std::string, std::vector<float>> rms;
+  if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's statistic: the importance matrix's root
+    const Importance importance = load_importance(o);
+    for (const auto& [name, mean_square] : importance.weights) {
+      std::vector<float>& r = rms[name];
+      for (float v : mean_square) r.push_back(std::sqrt(v));
+    }
+    c.activation_rms = &rms;
+    c.smooth_alpha = o.smooth_alpha;
+    c.calibration_note = !o.imatrix.empty() ? "importance matrix " + o.imatrix
+                                            : o.calib + ", chunks of " + std::to_string(o.calib_ctx) + " tokens" +
+                                                  (o.calib_chunks > 0 ? ", at most " + std::to_string(o.calib_chunks) : std::string());
+  }
   std::optional<Progress> progress;
   c.progress = [&](uint64_t bytes, const std::string& name) { progress->advance(bytes, name); };
   // The input's size for the bar: the shards' bytes.

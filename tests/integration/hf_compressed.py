@@ -19,7 +19,10 @@ exactly as libinfer's own INT8 / FP8 formats do on the same numbers:
   Q/K permutation of the checkpoint right, and the kernels run on it unchanged.
 
 infer-quantize SNAPPED_DIR OUT int8|fp8|fp8-tensor must write the numpy-made checkpoint's tensors
-again: the same codes, the same scales (as F32), the preset's config fields.
+again: the same codes, the same scales (as F32), the preset's config fields. With an importance
+matrix, int8 applies SmoothQuant: its factors are recomputed here from the formula, and the
+smoothed model rebuilt here from smoothquant.json must compute as the checkpoint does (and, in
+float, as the source).
 
 Then the refusals, each a one-line error naming the cause: an unknown quant_method, packed INT4,
 group-wise or asymmetric weights, a quantized tensor without its scale or without a
@@ -145,6 +148,81 @@ def compare_checkpoints(mine, theirs):
         elif (da, sa, ba) != (db, sb, bb):
             diff.append(f"{k}: {da} {sa} vs {db} {sb}" + ("" if (da, sa) != (db, sb) else ", bytes differ"))
     return diff
+
+
+def read_imatrix_dat(path):
+    """llama.cpp's legacy imatrix file: {name: per-column mean square (values / ncall, float32)}."""
+    out = {}
+    with open(path, "rb") as f:
+        for _ in range(struct.unpack("<i", f.read(4))[0]):
+            name = f.read(struct.unpack("<i", f.read(4))[0]).decode()
+            ncall, nval = struct.unpack("<ii", f.read(8))
+            out[name] = np.frombuffer(f.read(4 * nval), dtype="<f4") / np.float32(ncall)
+    return out
+
+
+def smoothing_groups(weights, gemma):
+    """Per layer, SmoothQuant's three groups as the writer documents them: (statistic, columns
+    multiplied, norm divided or None, (matrix, first row, end row) divided or None)."""
+    layers = sorted({int(k.split(".")[2]) for k in weights if k.startswith("model.layers.")})
+    groups = []
+    for i in layers:
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        if p + "self_attn.qkv_proj.weight" in weights:
+            groups.append((b + "attn_qkv.weight", [p + "self_attn.qkv_proj.weight"], p + "input_layernorm.weight", None))
+            gu = weights[p + "mlp.gate_up_proj.weight"]
+            groups.append((b + "ffn_up.weight", [p + "mlp.gate_up_proj.weight"],
+                           p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight"), None))
+            up = (p + "mlp.gate_up_proj.weight", gu.shape[0] // 2, gu.shape[0])
+        else:
+            groups.append((b + "attn_q.weight", [p + f"self_attn.{m}_proj.weight" for m in "qkv"], p + "input_layernorm.weight", None))
+            groups.append((b + "ffn_gate.weight", [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"],
+                           p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight"), None))
+            up = (p + "mlp.up_proj.weight", 0, weights[p + "mlp.up_proj.weight"].shape[0])
+        groups.append((b + "ffn_down.weight", [p + "mlp.down_proj.weight"], None, up))
+    return groups
+
+
+def check_smoothing(src, imat, record, gemma, alpha=0.5):
+    """The record against the formula: s_j = 2^round(alpha log2 rms_j - (1 - alpha) log2 max_i |W_ij|),
+    rounded half away from zero, clamped to 2^±10 (1 where either is 0)."""
+    weights = load_file(os.path.join(src, "model.safetensors"))
+    rms = {k: np.sqrt(v) for k, v in read_imatrix_dat(imat).items()}
+    bad = []
+    expected = smoothing_groups(weights, gemma)
+    if len(expected) != len(record["groups"]) or record["alpha"] != alpha:
+        return [f"{len(record['groups'])} groups recorded (alpha {record['alpha']}), {len(expected)} expected"]
+    for (stat, cols, norm, rows), g in zip(expected, record["groups"]):
+        w = np.max(np.abs(np.concatenate([weights[c] for c in cols])), axis=0).astype(np.float64)
+        a = rms[stat].astype(np.float64)
+        with np.errstate(divide="ignore"):
+            e = alpha * np.log2(a) - (1 - alpha) * np.log2(w)
+        e = np.clip(np.sign(e) * np.floor(np.abs(e) + 0.5), -10, 10)
+        e[(a <= 0) | (w <= 0)] = 0
+        if g["multiplied_columns"] != cols or g.get("divided_norm") != norm or \
+                (rows and (g.get("divided_rows"), g.get("row_range")) != (rows[0], [rows[1], rows[2]])):
+            bad.append(f"group of {stat}: {g.get('divided_norm') or g.get('divided_rows')} / {g['multiplied_columns']}")
+        elif list(e.astype(int)) != g["log2_scales"]:
+            bad.append(f"{stat}: factors differ from the formula at {int(np.sum(e.astype(int) != np.array(g['log2_scales'])))} columns")
+    return bad
+
+
+def rebuild_smoothed(src, dst, record, gemma):
+    """The source with the record's factors applied, in F32 (the smoothed float model)."""
+    weights = {k: v.astype(np.float32) for k, v in load_file(os.path.join(src, "model.safetensors")).items()}
+    for g in record["groups"]:
+        s = np.ldexp(np.float32(1), np.array(g["log2_scales"])).astype(np.float32)
+        for c in g["multiplied_columns"]:
+            weights[c] = weights[c] * s[None, :]
+        if "divided_norm" in g:
+            n = weights[g["divided_norm"]]
+            weights[g["divided_norm"]] = ((np.float32(1) + n) / s - np.float32(1)) if gemma else n / s
+        else:
+            m, (b, e) = weights[g["divided_rows"]], g["row_range"]
+            m[b:e] = m[b:e] / s[:, None]
+    shutil.copytree(src, dst)
+    write_safetensors(os.path.join(dst, "model.safetensors"),
+                      [(k, "F32", v.shape, np.ascontiguousarray(v).tobytes()) for k, v in sorted(weights.items())])
 
 
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
@@ -373,12 +451,61 @@ with tempfile.TemporaryDirectory() as tmp:
         checked.append(f"--keep 'model.layers.0.*': {len(kept)} layers kept BF16 and listed in ignore, {len(quantized)} INT8")
     logits_of(written)  # and it loads
 
+    # SmoothQuant (int8 with --imatrix / --calib): powers of two folded into the norms, the columns
+    # of the matrices reading them, and up_proj's rows / down_proj's columns; smoothquant.json
+    # records them. Checked: the factors follow from the importance matrix and the source weights
+    # by the formula (recomputed here in float64); the smoothed float model, rebuilt here from the
+    # record, computes the source's logits exactly (Gemma's 1 + w norms: within rounding); the
+    # checkpoint computes what --weight-type int8 computes on that rebuilt model, bit for bit; and
+    # --calib gives the same checkpoint as --imatrix of infer-imatrix over the same text.
+    calib = ["-c", "64", "--chunks", "4"]
+    for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
+        label = f"{prefix} SmoothQuant"
+        try:
+            src = os.path.join(tmp, prefix)
+            imat = os.path.join(tmp, prefix + ".imatrix.dat")
+            run([tool("infer-imatrix"), "-m", src, "-f", text_path, "-o", imat, "--output-format", "dat"] + calib)
+            written = os.path.join(tmp, prefix + "-smooth")
+            run([tool("infer-quantize"), src, written, "int8", "--imatrix", imat])
+            also = os.path.join(tmp, prefix + "-smooth-calib")
+            run([tool("infer-quantize"), src, also, "int8", "--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"])
+            if read_safetensors(os.path.join(also, "model.safetensors")) != read_safetensors(os.path.join(written, "model.safetensors")):
+                failures.append(f"{label}: --calib and --imatrix of the same run write different checkpoints")
+            with open(os.path.join(written, "smoothquant.json")) as f:
+                record = json.load(f)
+            bad = check_smoothing(src, imat, record, prefix == "gemma3")
+            smoothed = os.path.join(tmp, prefix + "-smoothed-f32")
+            rebuild_smoothed(src, smoothed, record, prefix == "gemma3")
+            ls, lw, l0 = logits_of(smoothed, "int8"), logits_of(written), logits_of(src)
+            if ls != lw:
+                bad.append("the checkpoint's logits differ from --weight-type int8 on the rebuilt smoothed model")
+            lf = logits_of(smoothed)
+            if prefix != "gemma3" and lf != l0:
+                bad.append("the smoothed float model's logits differ from the source's")
+            elif prefix == "gemma3":
+                # Gemma stores its norms as w for 1 + w: (1 + w) / s - 1 rounds in float32, by up to
+                # 2^-24 s / |1 + w| of the weight for s up to 2^10. Relative to the row's largest logit.
+                worst = max(max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b) for a, b in zip(lf, l0))
+                checked.append(f"gemma3 smoothed float model: logits within {worst:.2g} of the row's largest (bound 1e-3)")
+                if worst > 1e-3:
+                    bad.append(f"the smoothed float model moves a logit by {worst:.3g} of the row's largest")
+            if bad:
+                failures.append(f"{label}: " + "; ".join(bad[:4]))
+            else:
+                n = sum(len(g["log2_scales"]) for g in record["groups"])
+                exact = "float within rounding" if prefix == "gemma3" else "exact in float"
+                checked.append(f"{label}: {len(record['groups'])} groups, {n} power-of-two factors as the formula gives; "
+                               f"{exact}; the checkpoint equals --weight-type int8 on the smoothed model")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
     # infer-quantize's refusals.
     for label, args, expect in (
             ("a GGUF input", [os.path.join(tmp, "ref-bf16.gguf"), os.path.join(tmp, "x"), "int8"], "Hugging Face model directory"),
             ("an existing output", [src, src, "fp8"], "exists and is not an empty directory"),
             ("a quantized input", [good, os.path.join(tmp, "y"), "fp8"], "quantized already"),
-            ("--imatrix with int8", [src, os.path.join(tmp, "z"), "int8", "--imatrix", "f"], "takes --keep and -t only")):
+            ("--pure with int8", [src, os.path.join(tmp, "z"), "int8", "--pure"], "takes --keep, -t and (int8) --imatrix"),
+            ("--calib with fp8", [src, os.path.join(tmp, "z"), "fp8", "--calib", text_path], "which int8 takes")):
         p = run([tool("infer-quantize")] + args, ok=False)
         if p.returncode == 0 or p.returncode < 0 or expect not in p.stderr:
             failures.append(f"infer-quantize refusal '{label}': exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")

@@ -6,9 +6,11 @@
     none) is a one-line error (exit 1) naming the device, never a crash;
   - --device cpu computes what the default does (the same greedy ids).
 The number of GPUs comes from libinfer itself (infer_cuda_device_count), so the test holds in a
-CPU-only build, in a CUDA build on a machine without a GPU, and on one with GPUs.
+CPU-only build, in a CUDA build on a machine without a GPU, and on one with GPUs. A build without
+the CUDA backend passes "cpu-only" instead of the library (its count is 0 by construction; a
+sanitizer build's library cannot be loaded into an uninstrumented Python).
 
-usage: device_cli.py BIN_DIR SERVING_BENCH|none LIBINFER_SO REPO_ROOT
+usage: device_cli.py BIN_DIR SERVING_BENCH|none LIBINFER_SO|cpu-only REPO_ROOT
 """
 import ctypes
 import os
@@ -37,7 +39,7 @@ def run(args, expect_rc):
     return out, err
 
 
-n_gpus = ctypes.CDLL(libinfer).infer_cuda_device_count()
+n_gpus = 0 if libinfer == "cpu-only" else ctypes.CDLL(libinfer).infer_cuda_device_count()
 check(n_gpus >= 0, f"infer_cuda_device_count() = {n_gpus}")
 missing = [f"cuda:{n_gpus}"] + (["cuda"] if n_gpus == 0 else [])
 

@@ -211,14 +211,25 @@ with tempfile.TemporaryDirectory() as tmp:
     ca = open(calib, "rb").read()
     check(ca[-(1 << 20):] == wa[-(1 << 20):], "--calib quantized differently from --imatrix with the same text")
 
-    # --help: the usage lines are the ones README.md shows (whitespace aside).
+    # --help: each usage form (a line starting with the tool's name, and the lines of "[...]" after
+    # it) is one README.md shows (whitespace aside).
     readme = " ".join(open(os.path.join(root, "README.md")).read().split())
     for name in ("infer-imatrix", "infer-quantize"):
         help_text = subprocess.run([tool(name), "--help"], capture_output=True, text=True).stdout
-        lines = help_text.splitlines()
-        usage_lines = [lines[0]] + [l for l in lines[1:] if l.strip().startswith("[")]
-        usage = " ".join(" ".join(usage_lines).removeprefix("usage: ").split())
-        check(usage.startswith(name) and usage in readme, f"{name} --help usage is not the one README.md shows: {usage!r}")
+        forms, current = [], None
+        for line in help_text.splitlines():
+            text = line.strip().removeprefix("usage: ")
+            if text.startswith(name):
+                current = [text]
+                forms.append(current)
+            elif text.startswith("[") and current is not None:
+                current.append(text)
+            else:
+                current = None
+        check(len(forms) >= 1, f"{name} --help shows no usage line")
+        for form in forms:
+            usage = " ".join(" ".join(form).split())
+            check(usage in readme, f"{name} --help usage is not one README.md shows: {usage!r}")
 
     # Progress and errors.
     err = run([tool("infer-imatrix"), "-m", src, "-f", "calib.txt", "-c", CTX, "--chunks", "4", "-o", "p.gguf"], cwd=tmp)

@@ -25,6 +25,16 @@ using namespace avx512_tiles;
 // -128 Σ w modulo 2^32 (Σ w = -2^24 at n = 2^17 would overflow int32).
 inline uint32_t offset_of(const void* w, int64_t n) { return 0u - 128u * static_cast<uint32_t>(i8_row_sum(w, n)); }
 
+// The lanes' sum modulo 2^32. (GCC's _mm512_reduce_add_epi32 adds in int, which is undefined on
+// the wrap-around these sums rely on before the offset brings them back into range; UBSan flags it.)
+inline uint32_t reduce_add_wrapping(__m512i v) {
+  const __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(t));
+}
+
 template <int R>
 void rows_dot(const int8_t* w, int64_t n, const uint8_t* a, int64_t as, float* y, int64_t ys) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -52,7 +62,7 @@ void rows_dot(const int8_t* w, int64_t n, const uint8_t* a, int64_t as, float* y
   const uint32_t offset = offset_of(w, n);
   const float sw = i8_row_scale(w, n);
   for (int r = 0; r < R; ++r) {
-    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(acc[r], acc2[r]))) + offset);
+    const auto sum = static_cast<int32_t>(reduce_add_wrapping(_mm512_add_epi32(acc[r], acc2[r])) + offset);
     y[r * ys] = static_cast<float>(sum) * (sw * i8_row_scale(a + r * as, n));
   }
 }

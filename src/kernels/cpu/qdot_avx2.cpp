@@ -131,6 +131,12 @@ inline __m256i lane_dots_unsigned(__m256i q, __m256i a) {
 
 // Q8_0, Q5_0 (tinyBLAS) and Q4_1, Q5_1 (vec_dot): 8 lanes per row, plus the min chain for the
 // _1 types.
+// How far ahead of the weights a row's dot prefetches (a hint: the arithmetic is unchanged). The
+// hardware prefetcher alone left the Q8_0 decode of an Intel Xeon VM stalled on its loads: 8.4
+// tokens/s on the TinyLlama shape (9.3 GB/s, two threads; llama.cpp 14.1); 512 bytes ahead 17.2,
+// 1024 19.9, 2048 21.5, 4096 21.1.
+constexpr int kPrefetchBytes = 2048;
+
 template <class Block, class Act>
 struct Lanes {
   static constexpr bool kMin = std::is_same_v<Act, BlockQ8_1>;
@@ -142,6 +148,7 @@ struct Lanes {
     float mins[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), mins[r] = 0.0f;
     for (int64_t i = 0; i < n / kQK; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
       const __m256i q = quants(wb[i]);
       const __m256i abs_q = _mm256_sign_epi8(q, q);
       const float dw = half(wb[i].d);

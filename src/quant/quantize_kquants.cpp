@@ -420,6 +420,30 @@ void quantize_row_q2_k_ref(const float* x, void* dst, int64_t n) noexcept {
   }
 }
 
+namespace {
+
+// The last step of both Q3_K quantizers, once d and the scales are set: each element's level
+// (0..7) under its sub-block's scale, levels 4..7 setting the element's bit in hmask, the low two
+// bits packed into qs. L is scratch of kQKK levels.
+void q3k_quantize_and_pack(const float* x, int8_t* L, BlockQ3_K* b) {
+  for (int j = 0; j < 16; ++j) {
+    const float d = f16_to_f32(b->d) * static_cast<float>(q3k_scale(b->scales, j));
+    if (d == 0.0f) continue;
+    for (int l = 0; l < 16; ++l)
+      L[16 * j + l] = static_cast<int8_t>(std::max(-4, std::min(3, round_half_even(x[16 * j + l] / d))) + 4);
+  }
+  // Levels 4..7 set the element's bit in hmask and keep their low two bits.
+  std::memset(b->hmask, 0, sizeof b->hmask);
+  uint8_t low[kQKK];
+  for (int e = 0; e < kQKK; ++e) {
+    if (L[e] > 3) b->hmask[e % 32] = static_cast<uint8_t>(b->hmask[e % 32] | 1 << (e / 32));
+    low[e] = static_cast<uint8_t>(L[e] & 3);
+  }
+  pack_2bit(low, b->qs);
+}
+
+}  // namespace
+
 void quantize_row_q3_k_ref(const float* x, void* dst, int64_t n) noexcept {
   assert(n >= 0 && n % kQKK == 0);
   auto* b = static_cast<BlockQ3_K*>(dst);
@@ -438,20 +462,7 @@ void quantize_row_q3_k_ref(const float* x, void* dst, int64_t n) noexcept {
       std::memset(b->scales, 0, sizeof b->scales);
       b->d = f32_to_f16(0.0f);
     }
-    for (int j = 0; j < 16; ++j) {
-      const float d = f16_to_f32(b->d) * static_cast<float>(q3k_scale(b->scales, j));
-      if (d == 0.0f) continue;
-      for (int l = 0; l < 16; ++l)
-        L[16 * j + l] = static_cast<int8_t>(std::max(-4, std::min(3, round_half_even(x[16 * j + l] / d))) + 4);
-    }
-    // Levels 4..7 set the element's bit in hmask and keep their low two bits.
-    std::memset(b->hmask, 0, sizeof b->hmask);
-    uint8_t low[kQKK];
-    for (int e = 0; e < kQKK; ++e) {
-      if (L[e] > 3) b->hmask[e % 32] = static_cast<uint8_t>(b->hmask[e % 32] | 1 << (e / 32));
-      low[e] = static_cast<uint8_t>(L[e] & 3);
-    }
-    pack_2bit(low, b->qs);
+    q3k_quantize_and_pack(x, L, b);
   }
 }
 
@@ -645,19 +656,7 @@ void quantize_row_q3_k_imatrix(const float* x, void* dst, int64_t n, const float
     for (int j = 0; j < 16; ++j) q[j] = ls[j] - 32;
     q3k_pack_scales(q, b->scales);
     b->d = f32_to_f16(d_block);
-    for (int j = 0; j < 16; ++j) {
-      const float d = f16_to_f32(b->d) * static_cast<float>(q3k_scale(b->scales, j));
-      if (d == 0.0f) continue;
-      for (int l = 0; l < 16; ++l)
-        L[16 * j + l] = static_cast<int8_t>(std::max(-4, std::min(3, round_half_even(x[16 * j + l] / d))) + 4);
-    }
-    std::memset(b->hmask, 0, sizeof b->hmask);
-    uint8_t low[kQKK];
-    for (int e = 0; e < kQKK; ++e) {
-      if (L[e] > 3) b->hmask[e % 32] = static_cast<uint8_t>(b->hmask[e % 32] | 1 << (e / 32));
-      low[e] = static_cast<uint8_t>(L[e] & 3);
-    }
-    pack_2bit(low, b->qs);
+    q3k_quantize_and_pack(x, L, b);
   }
 }
 

@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "  -r N                 timed runs of each test (default 5)\n"
     "  -b N                 prompt tokens per forward step (default 512, llama-bench's n_ubatch)\n"
     "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0, fp8 (llama-bench's -ctk/-ctv)\n"
-    "  --weight-type T      keep (default), q8_0, q4_0, int8, fp8 or fp8-tensor: quantize float weight\n"
+    "  --weight-type T      keep (default), q8_0, q4_0, int8, fp8, fp8-tensor or int4: quantize float weight\n"
     "                       matrices at load\n"
     "  --device D           cpu (default), cuda or cuda:N: where the model computes\n"
     "  --json               a JSON array of the tests with llama-bench's field names (its -o json)\n"

@@ -45,7 +45,7 @@ constexpr const char* kUsageHead =
     "  -t N                 compute threads (default: all cores)\n";
 constexpr const char* kUsageTail =
     "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0, fp8\n"
-    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), fp8 or fp8-tensor: quantize float weight\n"
+    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), fp8, fp8-tensor or int4: quantize float weight\n"
     "                       matrices at load\n"
     "  --device D           cpu (default), cuda or cuda:N: where the model computes\n"
     "A line (or -p turn) that starts with / is a command: /reset, /system TEXT, /stats, /help,\n"

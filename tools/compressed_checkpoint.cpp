@@ -7,17 +7,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
 #include <sstream>
 #include <thread>
 
+#include "core/half.hpp"
 #include "core/status_macros.hpp"
 #include "format/json.hpp"
 #include "format/safetensors.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "quant/fp8_rows.hpp"
+#include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
 
 namespace infer::tools {
@@ -105,7 +108,61 @@ Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmooth
   return Status::ok();
 }
 
-Json scheme_config(const std::string& scheme, const std::vector<std::string>& ignore) {
+// The scale precision of a source dtype: INT4 scales are stored as the model's float type (vLLM's
+// W4A16 kernels keep them so), and the quantizer picks codes for the rounded scale.
+ScalePrecision scale_precision(DType src) {
+  return src == DType::bf16 ? ScalePrecision::bf16 : src == DType::f16 ? ScalePrecision::f16 : ScalePrecision::f32;
+}
+
+// Rows [begin, end) of a float matrix as INT4 groups: each row's signed values packed eight to a
+// word into `words` (rows x n / 8), its group scales and zero points into `scales` / `zeros`
+// (rows x n / group).
+Status quantize_rows_i4(const safetensors::Tensor& t, DType src, const MatrixSmoothing* sm, const I4QuantOptions& q,
+                        int64_t begin, int64_t end, int32_t* words, float* scales, int8_t* zeros) {
+  const int64_t n = t.shape[1], groups = n / q.group;
+  const DType type = *i4_type_of_group(q.group);
+  std::vector<float> row(static_cast<size_t>(n));
+  std::vector<uint8_t> blocks(static_cast<size_t>(groups * i4_block_bytes(q.group)));
+  std::vector<int8_t> values(static_cast<size_t>(n));
+  for (int64_t r = begin; r < end; ++r) {
+    smoothed_row(t, src, sm, r, row.data());
+    for (float v : row)
+      if (!std::isfinite(v)) return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
+    quantize_row_i4(row.data(), blocks.data(), n, q);
+    i4_row_to_compressed(blocks.data(), type, n, values.data(), scales + r * groups, zeros + r * groups);
+    pack_int4_words(values.data(), n, words + r * (n / 8));
+  }
+  return Status::ok();
+}
+
+// Runs work(begin, end) over [0, rows) split across up to `threads` threads (at least 16 rows each).
+Status parallel_rows(int64_t rows, int threads, const std::function<Status(int64_t, int64_t)>& work) {
+  const int n_threads = static_cast<int>(std::clamp<int64_t>(rows / 16, 1, std::max(1, threads)));
+  std::vector<Status> status(static_cast<size_t>(n_threads));
+  const auto run = [&](int k) { status[static_cast<size_t>(k)] = work(rows * k / n_threads, rows * (k + 1) / n_threads); };
+  std::vector<std::thread> pool;
+  for (int k = 1; k < n_threads; ++k) pool.emplace_back(run, k);
+  run(0);
+  for (auto& th : pool) th.join();
+  for (const Status& s : status)
+    if (!s.is_ok()) return s;
+  return Status::ok();
+}
+
+Json scheme_config(const std::string& scheme, const std::vector<std::string>& ignore, int64_t group, bool symmetric) {
+  if (scheme == "int4") {  // W4A16 (W4A16_ASYM with zero points), as llm-compressor's presets write it
+    const Json weights = {{"num_bits", 4},           {"type", "int"},      {"strategy", "group"},
+                          {"symmetric", symmetric}, {"dynamic", false},   {"group_size", group},
+                          {"actorder", nullptr},     {"observer", "mse"}};
+    return {{"quant_method", "compressed-tensors"},
+            {"format", "pack-quantized"},
+            {"quantization_status", "compressed"},
+            {"config_groups",
+             {{"group_0",
+               {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr}, {"output_activations", nullptr}}}}},
+            {"ignore", ignore},
+            {"kv_cache_scheme", nullptr}};
+  }
   const bool is_int = scheme == "int8";
   const Json weights = {{"num_bits", 8},         {"type", is_int ? "int" : "float"},
                         {"strategy", scheme == "fp8-tensor" ? "tensor" : "channel"},
@@ -143,8 +200,11 @@ constexpr double kMaxSmoothExp = 10;
 struct SmoothingPlan {
   std::map<std::string, MatrixSmoothing> matrices;  // by Hugging Face tensor name
   std::map<std::string, std::vector<float>> norms;  // the norm's effective weight divided by these
+  // Each linear layer's input columns' mean square after smoothing (a_j^2 / s_j^2), by Hugging Face
+  // name: INT4's quantizer weighs each column's error by it.
+  std::map<std::string, std::vector<float>> importance;
   bool norm_plus_one = false;                       // Gemma: the stored w acts as 1 + w
-  Json record = Json::array();                      // smoothquant.json's groups
+  Json record = Json::array();                      // smoothquant.json's / awq.json's groups
 };
 
 struct Rows {
@@ -162,8 +222,91 @@ std::vector<float> column_absmax(const std::vector<Rows>& parts, int64_t n) {
   return m;
 }
 
+// The factors s_j of one group of matrices reading the same input, from the input's RMS `a`; may
+// add what it chose to `note`.
+using FactorFn = std::function<Result<std::vector<float>>(const std::vector<Rows>& parts, const std::vector<float>& a, Json& note)>;
+
+float pow2_factor(double log2_s) {
+  return std::ldexp(1.0f, static_cast<int>(std::clamp(std::round(log2_s), -kMaxSmoothExp, kMaxSmoothExp)));
+}
+
+// SmoothQuant's factors (above).
+FactorFn smoothquant_factors(double alpha) {
+  return [alpha](const std::vector<Rows>& parts, const std::vector<float>& a, Json&) -> Result<std::vector<float>> {
+    const auto n = static_cast<int64_t>(a.size());
+    const std::vector<float> w = column_absmax(parts, n);
+    std::vector<float> sc(a.size(), 1.0f);
+    for (size_t j = 0; j < sc.size(); ++j)
+      if (a[j] > 0.0f && w[j] > 0.0f) sc[j] = pow2_factor(alpha * std::log2(a[j]) - (1.0 - alpha) * std::log2(w[j]));
+    return sc;
+  };
+}
+
+// AWQ (Lin et al., 2024) for INT4 groups: the input columns of a group of matrices scaled by
+// s_j = a_j^alpha / sqrt(max_j a_j^alpha * min_j a_j^alpha) (rounded to a power of two, as
+// SmoothQuant's above, so the float model is unchanged), alpha searched over k / grid, k = 0 ..
+// grid - 1, for the least quantization loss
+//   L(alpha) = Σ_rows Σ_j a_j^2 (W_ij - Q(W s)_ij / s_j)^2
+// where Q is the INT4 quantizer with importance a_j^2 / s_j^2 in the scaled space. This is AWQ's
+// output error with the calibration activations' second moments in place of the activations
+// themselves (the diagonal of X^T X: cross-column terms left out, as llama.cpp's importance
+// matrices leave them out); alpha = 0 (no scaling) is on the grid, so the search never loses on L.
+FactorFn awq_factors(const I4QuantOptions& base, int grid, int threads) {
+  return [base, grid, threads](const std::vector<Rows>& parts, const std::vector<float>& a, Json& note)
+             -> Result<std::vector<float>> {
+    const auto n = static_cast<int64_t>(a.size());
+    std::vector<std::vector<float>> rows;  // the group's rows as F32
+    for (const Rows& p : parts)
+      for (int64_t r = p.begin; r < p.end; ++r) {
+        rows.emplace_back(static_cast<size_t>(n));
+        smoothed_row(*p.t, *float_dtype(p.t->dtype), nullptr, r, rows.back().data());
+      }
+    float lo = 0.0f, hi = 0.0f;
+    for (float v : a)
+      if (v > 0.0f) {
+        lo = lo == 0.0f ? v : std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    std::vector<float> best(a.size(), 1.0f);
+    double best_loss = -1.0, plain_loss = 0.0, best_alpha = 0.0;
+    for (int k = 0; k < grid && hi > 0.0f; ++k) {
+      const double alpha = static_cast<double>(k) / grid;
+      const double mid = 0.5 * alpha * (std::log2(lo) + std::log2(hi));
+      std::vector<float> sc(a.size(), 1.0f), imp(a.size());
+      for (size_t j = 0; j < sc.size(); ++j) {
+        if (a[j] > 0.0f) sc[j] = pow2_factor(alpha * std::log2(a[j]) - mid);
+        imp[j] = a[j] * a[j] / (sc[j] * sc[j]);
+      }
+      I4QuantOptions q = base;
+      q.importance = imp.data();
+      std::vector<double> row_loss(rows.size(), 0.0);  // summed in row order: the same loss on any thread count
+      INFER_RETURN_IF_ERROR(parallel_rows(static_cast<int64_t>(rows.size()), threads, [&](int64_t b, int64_t e) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t r = b; r < e; ++r) {
+          const std::vector<float>& w = rows[static_cast<size_t>(r)];
+          for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = w[static_cast<size_t>(j)] * sc[static_cast<size_t>(j)];
+          row_loss[static_cast<size_t>(r)] = i4_row_error(x.data(), n, q);
+        }
+        return Status::ok();
+      }));
+      double loss = 0.0;
+      for (double v : row_loss) loss += v;
+      if (k == 0) plain_loss = loss;
+      if (best_loss < 0.0 || loss < best_loss) {
+        best_loss = loss;
+        best_alpha = alpha;
+        best = sc;
+      }
+    }
+    note = {{"alpha", best_alpha}, {"loss", best_loss}, {"loss_unscaled", plain_loss}};
+    return best;
+  };
+}
+
+
 Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::string, const safetensors::Tensor*>& by_name,
-                                     const std::map<std::string, std::vector<float>>& act, double alpha) {
+                                     const std::map<std::string, std::vector<float>>& act, const FactorFn& factors,
+                                     const std::function<void(const std::string&, int, int)>& progress) {
   SmoothingPlan plan;
   std::string arch;
   if (const Json* a = json::member(config, "architectures"); a && a->is_array() && !a->empty() && (*a)[0].is_string())
@@ -179,38 +322,40 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
       return invalid_argument("SmoothQuant: the importance matrix has no entry of " + std::to_string(n) + " columns for " + key);
     return &it->second;
   };
+  int groups_done = 0, groups_total = 0;  // three groups a layer
+  for (const auto& [name, t] : by_name)
+    if (name.ends_with("input_layernorm.weight") && name.find("layers.") != std::string::npos && !is_vision(name)) groups_total += 3;
   // One group: factors from the statistic and the parts' columns, applied to `cols` matrices.
   const auto group = [&](const std::string& key, const std::vector<Rows>& parts, const std::string& divided,
                          Rows divided_rows) -> Status {
     const int64_t n = parts.front().t->shape[1];
     INFER_ASSIGN_OR_RETURN(const std::vector<float>* a, stat(key, n));
-    const std::vector<float> w = column_absmax(parts, n);
-    std::vector<float> sc(static_cast<size_t>(n));
+    Json note = Json::object();
+    INFER_ASSIGN_OR_RETURN(const std::vector<float> sc, factors(parts, *a, note));
     Json exps = Json::array();
-    for (size_t j = 0; j < sc.size(); ++j) {
-      sc[j] = 1.0f;
-      if ((*a)[j] > 0.0f && w[j] > 0.0f) {
-        const double e = std::clamp(std::round(alpha * std::log2((*a)[j]) - (1.0 - alpha) * std::log2(w[j])), -kMaxSmoothExp,
-                                    kMaxSmoothExp);
-        sc[j] = std::ldexp(1.0f, static_cast<int>(e));
-      }
-      exps.push_back(static_cast<int>(std::lround(std::log2(sc[j]))));
-    }
+    for (float s : sc) exps.push_back(static_cast<int>(std::lround(std::log2(s))));
+    std::vector<float> imp(sc.size());
+    for (size_t j = 0; j < sc.size(); ++j) imp[j] = (*a)[j] * (*a)[j] / (sc[j] * sc[j]);
     Json names = Json::array();
     for (const Rows& p : parts) {
       plan.matrices[p.t->name].cols = sc;
+      plan.importance[p.t->name] = imp;
       names.push_back(p.t->name);
     }
+    Json entry;
     if (divided_rows.t) {  // rows [begin, end) of a matrix divided
       MatrixSmoothing& m = plan.matrices[divided_rows.t->name];
       m.rows.assign(static_cast<size_t>(divided_rows.t->shape[0]), 1.0f);
       std::copy(sc.begin(), sc.end(), m.rows.begin() + divided_rows.begin);
-      plan.record.push_back({{"divided_rows", divided_rows.t->name}, {"row_range", {divided_rows.begin, divided_rows.end}},
-                             {"multiplied_columns", names}, {"log2_scales", exps}});
+      entry = {{"divided_rows", divided_rows.t->name}, {"row_range", {divided_rows.begin, divided_rows.end}},
+               {"multiplied_columns", names}, {"log2_scales", exps}};
     } else {
       plan.norms[divided] = sc;
-      plan.record.push_back({{"divided_norm", divided}, {"multiplied_columns", names}, {"log2_scales", exps}});
+      entry = {{"divided_norm", divided}, {"multiplied_columns", names}, {"log2_scales", exps}};
     }
+    for (const auto& [k, v] : note.items()) entry[k] = v;
+    plan.record.push_back(std::move(entry));
+    if (progress) progress(key, ++groups_done, groups_total);
     return Status::ok();
   };
   const auto need_float = [&](const safetensors::Tensor* t) { return t && float_dtype(t->dtype) && t->shape.size() == 2; };
@@ -257,14 +402,92 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
     INFER_RETURN_IF_ERROR(group(attn_key, attn, name, Rows{}));
     INFER_RETURN_IF_ERROR(group(mlp_key, mlp, mlp_norm, Rows{}));
     INFER_RETURN_IF_ERROR(group(blk + "ffn_down.weight", {{down, 0, down->shape[0]}}, "", up));
+    // The attention output is no group's (its input, the heads' values, may be shared between
+    // heads): importance only.
+    if (const auto* o = find(p + "self_attn.o_proj.weight"); o && o->shape.size() == 2) {
+      INFER_ASSIGN_OR_RETURN(const std::vector<float>* a, stat(blk + "attn_output.weight", o->shape[1]));
+      std::vector<float>& imp = plan.importance[o->name];
+      for (float v : *a) imp.push_back(v * v);
+    }
   }
   if (plan.norms.empty()) return unsupported("SmoothQuant: no decoder layer found (no '...layers.N.input_layernorm.weight')");
   return plan;
 }
 
+// An INT4 linear layer's tensors: weight_packed, weight_scale (the source's float type),
+// weight_shape and, when asymmetric, weight_zero_point (I32 [ceil(rows / 8), groups]: row r's value
+// at bits 4 (r mod 8) of word r / 8, as compressed-tensors packs along dimension 0; the padding
+// rows' bits zero).
+Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& t, DType src, const MatrixSmoothing* smoothing,
+                        const std::vector<float>* importance, const I4QuantOptions& base, const CompressedOptions& o,
+                        CompressedSummary& sum) {
+  const int64_t rows = t.shape[0], n = t.shape[1], groups = n / base.group;
+  const std::string module = t.name.substr(0, t.name.size() - 7);
+  struct Out {
+    std::vector<float> scales;
+    std::vector<int8_t> zeros;
+  };
+  auto out = std::make_shared<Out>();
+  out->scales.resize(static_cast<size_t>(rows * groups));
+  out->zeros.resize(static_cast<size_t>(rows * groups));
+  I4QuantOptions q = base;
+  q.importance = importance ? importance->data() : nullptr;
+  const safetensors::Tensor* tp = &t;
+  INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_packed", safetensors::Dtype::i32, {rows, n / 8},
+                                          [tp, src, smoothing, q, out, &o](std::span<uint8_t> dst) -> Status {
+    auto* words = reinterpret_cast<int32_t*>(dst.data());
+    const Status done = parallel_rows(tp->shape[0], o.threads, [&](int64_t b, int64_t e) {
+      return quantize_rows_i4(*tp, src, smoothing, q, b, e, words, out->scales.data(), out->zeros.data());
+    });
+    if (!done.is_ok()) return done;
+    if (o.progress) o.progress(tp->nbytes(), tp->name);
+    return Status::ok();
+  }));
+  const safetensors::Dtype scale_type = src == DType::bf16 ? safetensors::Dtype::bf16
+                                        : src == DType::f16 ? safetensors::Dtype::f16
+                                                            : safetensors::Dtype::f32;
+  INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_scale", scale_type, {rows, groups}, [out, scale_type](std::span<uint8_t> dst) {
+    for (size_t i = 0; i < out->scales.size(); ++i) {
+      const float s = out->scales[i];  // already representable in scale_type (the quantizer rounded it)
+      if (scale_type == safetensors::Dtype::f32) std::memcpy(dst.data() + 4 * i, &s, 4);
+      else {
+        const uint16_t h = scale_type == safetensors::Dtype::bf16 ? f32_to_bf16(s) : f32_to_f16(s);
+        std::memcpy(dst.data() + 2 * i, &h, 2);
+      }
+    }
+    return Status::ok();
+  }));
+  INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_shape", safetensors::Dtype::i64, {2}, [rows, n](std::span<uint8_t> dst) {
+    const int64_t shape[2] = {rows, n};
+    std::memcpy(dst.data(), shape, 16);
+    return Status::ok();
+  }));
+  const int64_t packed_rows = (rows + 7) / 8;
+  if (!base.symmetric)
+    INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_zero_point", safetensors::Dtype::i32, {packed_rows, groups},
+                                            [out, rows, groups](std::span<uint8_t> dst) {
+      std::fill(dst.begin(), dst.end(), uint8_t{0});
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < groups; ++g) {
+          uint32_t word;
+          uint8_t* at = dst.data() + 4 * ((r / 8) * groups + g);
+          std::memcpy(&word, at, 4);
+          word |= static_cast<uint32_t>((out->zeros[static_cast<size_t>(r * groups + g)] + 8) & 15) << (4 * (r % 8));
+          std::memcpy(at, &word, 4);
+        }
+      return Status::ok();
+    }));
+  const uint64_t scale_bytes = scale_type == safetensors::Dtype::f32 ? 4 : 2;
+  sum.bytes_out += static_cast<uint64_t>(rows * n / 2) + static_cast<uint64_t>(rows * groups) * scale_bytes + 16 +
+                   (base.symmetric ? 0 : static_cast<uint64_t>(packed_rows * groups) * 4);
+  return Status::ok();
+}
+
 }  // namespace
 
-bool is_compressed_scheme(const std::string& scheme) { return scheme == "int8" || scheme == "fp8" || scheme == "fp8-tensor"; }
+bool is_compressed_scheme(const std::string& scheme) {
+  return scheme == "int8" || scheme == "fp8" || scheme == "fp8-tensor" || scheme == "int4";
+}
 
 Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o) {
   const fs::path in(o.in), out(o.out);
@@ -300,14 +523,29 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     shards.push_back(std::move(f));
   }
 
+  const bool int4 = o.scheme == "int4";
+  if (int4 && !i4_type_of_group(o.group)) return invalid_argument("int4 groups are 32, 64 or 128 columns, not " + std::to_string(o.group));
+  std::optional<DType> source_type;  // the first float matrix's type: INT4 scales are stored in it
+  for (const safetensors::File& shard : shards)
+    for (const safetensors::Tensor& t : shard.tensors)
+      if (!source_type && is_decoder_linear(t)) source_type = float_dtype(t.dtype);
+  const I4QuantOptions i4_base{.group = o.group, .symmetric = o.symmetric, .importance = nullptr,
+                               .scale_precision = scale_precision(source_type.value_or(DType::f32))};
   std::optional<SmoothingPlan> plan;
   if (o.activation_rms) {
-    if (o.scheme != "int8") return invalid_argument("SmoothQuant applies to int8 (its activations are quantized), not " + o.scheme);
+    if (o.scheme != "int8" && !int4)
+      return invalid_argument("activation statistics apply SmoothQuant (int8) or AWQ (int4), not to " + o.scheme);
     std::map<std::string, const safetensors::Tensor*> by_name;
     for (const safetensors::File& shard : shards)
       for (const safetensors::Tensor& t : shard.tensors) by_name.emplace(t.name, &t);
-    INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, o.smooth_alpha));
+    const FactorFn factors = int4 ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads) : smoothquant_factors(o.smooth_alpha);
+    INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, int4 ? o.on_awq_group : nullptr));
   }
+  const auto importance_of = [&](const std::string& name) -> const std::vector<float>* {
+    if (!plan) return nullptr;
+    auto it = plan->importance.find(name);
+    return it == plan->importance.end() ? nullptr : &it->second;
+  };
   const auto smoothing_of = [&](const std::string& name) -> const MatrixSmoothing* {
     if (!plan) return nullptr;
     auto it = plan->matrices.find(name);
@@ -339,7 +577,8 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       const std::optional<DType> src = float_dtype(t.dtype);
       const bool linear = is_decoder_linear(t);
       const int64_t n = linear ? t.shape[1] : 0, rows = linear ? t.shape[0] : 0;
-      const bool fits = n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
+      const bool fits = int4 ? n > 0 && n % o.group == 0 && rows > 0
+                             : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
       const MatrixSmoothing* smoothing = smoothing_of(t.name);
       if (!linear || !src || kept || !fits) {
         if (linear) ignore.push_back(t.name.substr(0, t.name.size() - 7));  // the module: name less ".weight"
@@ -372,6 +611,10 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
         continue;
       }
       ++sum.quantized;
+      if (int4) {
+        INFER_RETURN_IF_ERROR(add_int4_tensors(writer, t, *src, smoothing, importance_of(t.name), i4_base, o, sum));
+        continue;
+      }
       const bool per_tensor = o.scheme == "fp8-tensor";
       auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows));
       const safetensors::Tensor* tp = &t;
@@ -434,14 +677,17 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   }
   INFER_RETURN_IF_ERROR(writer.write((out / "model.safetensors").string()));
   if (plan) {  // what was folded where, so that the smoothing can be checked and undone
-    const Json record = {{"method", "SmoothQuant, power-of-two factors (libinfer infer-quantize)"},
-                         {"alpha", o.smooth_alpha},
-                         {"calibration", o.calibration_note},
-                         {"groups", plan->record}};
-    INFER_RETURN_IF_ERROR(write_text(out / "smoothquant.json", record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
+    Json record = {{"method", int4 ? "AWQ, power-of-two factors, second-moment loss (libinfer infer-quantize)"
+                                   : "SmoothQuant, power-of-two factors (libinfer infer-quantize)"},
+                   {"calibration", o.calibration_note},
+                   {"groups", plan->record}};
+    if (int4) record["grid"] = o.awq_grid;
+    else record["alpha"] = o.smooth_alpha;
+    INFER_RETURN_IF_ERROR(write_text(out / (int4 ? "awq.json" : "smoothquant.json"),
+                                     record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
   }
   // The config last: a directory with it is complete.
-  config["quantization_config"] = scheme_config(o.scheme, ignore);
+  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric);
   INFER_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   return sum;
 }

@@ -1,7 +1,7 @@
 // infer-quantize's compressed-tensors output: a Hugging Face directory (F32 / F16 / BF16 weights)
-// rewritten as the checkpoint llm-compressor writes for the INT8_W8A8, FP8_DYNAMIC presets (and
-// FP8 weights with one scale per tensor), which vLLM serves and libinfer loads
-// (docs/huggingface.md#compressed-tensors-checkpoints-int8-fp8).
+// rewritten as the checkpoint llm-compressor writes for the INT8_W8A8, FP8_DYNAMIC, W4A16 and
+// W4A16_ASYM presets (and FP8 weights with one scale per tensor), which vLLM serves and libinfer
+// loads (docs/huggingface.md#compressed-tensors-checkpoints).
 //
 // The decoder layers' linear weights (`*_proj.weight` under `layers.`, rows a multiple of 32
 // elements) become `weight` codes (I8 / F8_E4M3, same shape) and `weight_scale` (F32, [rows, 1] or
@@ -10,8 +10,12 @@
 // is copied as it is; lm_head and the linear weights left float (`--keep`, odd sizes, vision
 // towers) are listed in the config's `ignore`. config.json gains the `quantization_config`; the
 // other files of the directory (tokenizer, generation config, chat template) are copied.
-// With activation statistics, int8 first applies SmoothQuant (compressed_checkpoint.cpp) and
-// records the factors in smoothquant.json.
+// int4 writes pack-quantized weights: `weight_packed` (I32, eight values a word), `weight_scale`
+// ([rows, groups], the source's float type), `weight_shape`, and `weight_zero_point` (packed along
+// the rows) when asymmetric (quant/int4_groups.hpp).
+// With activation statistics, int8 first applies SmoothQuant and int4 AWQ (compressed_checkpoint.cpp),
+// each recording its factors (smoothquant.json, awq.json); int4 also weighs each column's rounding
+// error by its importance.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +30,7 @@ namespace infer::tools {
 
 struct CompressedOptions {
   std::string in, out;  // directories; out must not exist or be empty
-  std::string scheme;   // "int8", "fp8" or "fp8-tensor"
+  std::string scheme;   // "int8", "fp8", "fp8-tensor" or "int4"
   std::vector<std::string> keep;  // shell globs on Hugging Face tensor names left unquantized
   int threads = 1;
   // SmoothQuant (int8 only): each weight's input columns' root mean square over a calibration (the
@@ -35,6 +39,12 @@ struct CompressedOptions {
   const std::map<std::string, std::vector<float>>* activation_rms = nullptr;
   double smooth_alpha = 0.5;
   std::string calibration_note;
+  // int4: columns per group (32, 64, 128), zero points or not, AWQ's grid of alphas.
+  int64_t group = 128;
+  bool symmetric = true;
+  int awq_grid = 20;
+  // Called after each AWQ group's search with its importance-matrix key, the groups done and all.
+  std::function<void(const std::string& key, int done, int total)> on_awq_group;
   // Called after each tensor with the input bytes it held and its name.
   std::function<void(uint64_t bytes, const std::string& name)> progress;
 };

@@ -8,8 +8,9 @@
 //   infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N]
 //                  [--calib-chunks N]] [--include-weights S]... [--exclude-weights S]...
 //                  [--keep GLOB]... [--pure] [-t THREADS]
-//   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor [--keep GLOB]... [-t THREADS]
+//   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
+//                  [--group 32|64|128] [--asym]
 //
 // The second form writes a compressed-tensors checkpoint from a Hugging Face directory
 // (compressed_checkpoint.hpp).
@@ -57,13 +58,16 @@ constexpr const char* kTool = "infer-quantize";
 constexpr const char* kUsage =
     "usage: infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]]\n"
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
-    "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor [--keep GLOB]... [-t THREADS]\n"
+    "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
+    "                      [--group 32|64|128] [--asym]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  int8, fp8, fp8-tensor   a Hugging Face directory to a compressed-tensors checkpoint directory: the\n"
     "                decoder's linear layers as INT8 W8A8 (per-channel weights, per-token activations),\n"
     "                FP8 E4M3 per channel (FP8_DYNAMIC) or FP8 E4M3 per tensor, as vLLM serves them\n"
+    "  int4          the same, as INT4 W4A16 (pack-quantized): 4-bit weights with a scale per group of\n"
+    "                columns, float activations (W4A16; W4A16_ASYM with --asym)\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
     "                input type, e.g. --keep output.weight --keep 'blk.0.*' (repeatable; Hugging Face\n"
     "                names for int8/fp8/fp8-tensor, e.g. --keep 'model.layers.0.*')\n"
@@ -72,8 +76,11 @@ constexpr const char* kUsage =
     "                       matrix of infer-imatrix or llama-imatrix (GGUF or legacy .dat), as\n"
     "                       llama-quantize --imatrix (K-quants, Q4_0 Q4_1 Q5_0 Q5_1; Q8_0 and floats ignore it)\n"
     "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
-    "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it)\n"
+    "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it;\n"
+    "                       with int4, AWQ's scale search and importance-weighted rounding)\n"
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
+    "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
+    "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
     "  --calib-ctx N        tokens per calibration chunk (default: 512)\n"
     "  --calib-chunks N     calibration chunks at most (default: all the text holds)\n"
     "  --include-weights S  use the importance matrix only for tensors whose name contains S (repeatable)\n"
@@ -90,6 +97,8 @@ struct Options {
   std::string imatrix, calib;
   int64_t calib_ctx = 512, calib_chunks = -1;
   double smooth_alpha = 0.5;
+  int64_t group = 0;  // int4's columns per scale; 0: not given (128)
+  bool asym = false;
   std::vector<std::string> include_weights, exclude_weights;
 };
 
@@ -111,7 +120,11 @@ Options parse(int argc, char** argv) {
       o.smooth_alpha = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || !(o.smooth_alpha >= 0.0 && o.smooth_alpha <= 1.0))
         cli::usage_error(kTool, "--smooth-alpha must be a number in [0, 1]", kUsage);
-    } else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
+    } else if (a == "--group") {
+      o.group = cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 32, 128);
+      if (o.group != 32 && o.group != 64 && o.group != 128) cli::usage_error(kTool, "--group must be 32, 64 or 128", kUsage);
+    } else if (a == "--asym") o.asym = true;
+    else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--exclude-weights") o.exclude_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "-t" || a == "--threads")
       o.threads = static_cast<int>(cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 1, 1024));
@@ -127,13 +140,14 @@ Options parse(int argc, char** argv) {
   if (tools::is_compressed_scheme(positional[2])) {
     o.compressed = positional[2];
     if (o.pure || !o.include_weights.empty() || !o.exclude_weights.empty())
-      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8) --imatrix / --calib only", kUsage);
-    if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8")
-      cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant, which int8 takes (its activations are quantized), not " +
-                                  o.compressed, kUsage);
+      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib only", kUsage);
+    if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8" && o.compressed != "int4")
+      cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant (int8) or AWQ (int4), not to " + o.compressed, kUsage);
+    if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
+  if (o.group != 0 || o.asym) cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;
@@ -296,6 +310,8 @@ int write_compressed(const Options& o) {
   c.scheme = o.compressed;
   c.keep = o.keep;
   c.threads = o.threads;
+  c.group = o.group != 0 ? o.group : 128;
+  c.symmetric = !o.asym;
   std::map<std::string, std::vector<float>> rms;
   if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's statistic: the importance matrix's root
     const Importance importance = load_importance(o);
@@ -317,6 +333,12 @@ int write_compressed(const Options& o) {
   for (const auto& e : std::filesystem::directory_iterator(o.in, ec))
     if (e.path().extension() == ".safetensors") total += e.file_size(ec);
   progress.emplace(total);
+  std::optional<Progress> search;  // AWQ's scale search first, a bar of its own
+  if (c.scheme == "int4" && c.activation_rms)
+    c.on_awq_group = [&](const std::string& key, int done, int groups) {
+      if (!search) search.emplace(static_cast<uint64_t>(groups));
+      search->advance(1, "AWQ " + key + " (" + std::to_string(done) + "/" + std::to_string(groups) + ")");
+    };
   auto written = tools::write_compressed_checkpoint(c);
   if (!written.ok()) cli::fail(kTool, written.status().message());
   const tools::CompressedSummary& s = *written;

@@ -11,6 +11,8 @@ namespace infer {
 //               (docs/quantization.md, "INT8, FP8 and INT4 weights")
 //   fp8         FP8 E4M3 weights with one f32 scale per output channel, weight-only (F32 activations)
 //   fp8_tensor  FP8 E4M3 weights with one f32 scale per matrix, weight-only
-enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor };
+//   int4        INT4 W4A16: symmetric 4-bit weights with one f32 scale per group of 128 input columns,
+//               weight-only (matrices whose rows are not whole groups stay as stored)
+enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor, int4 };
 
 }  // namespace infer

@@ -54,6 +54,12 @@ constexpr std::array kTraits{
     DTypeTraits{DType::f8_tensor, "F8E4M3_TENSOR", 32, 32, true, true, 8, true},
     // One e4m3fn code per element, no scale: the KV cache's fp8 type (read by attention only).
     DTypeTraits{DType::f8_e4m3, "F8_E4M3", 1, 1, false, false, 0, true},
+    // Blocks of one group: f32 scale, f32 zero point, G / 2 bytes of codes (quant/int4_groups.hpp).
+    DTypeTraits{DType::i4_g32, "I4_G32", 32, 24, true, true, 0, true},
+    DTypeTraits{DType::i4_g64, "I4_G64", 64, 40, true, true, 0, true},
+    DTypeTraits{DType::i4_g128, "I4_G128", 128, 72, true, true, 0, true},
+    // compressed-tensors' weight_packed: 8 signed 4-bit values per little-endian int32, stored as v + 8.
+    DTypeTraits{DType::i4_packed, "I4_PACKED", 8, 4, true, false, 0, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {

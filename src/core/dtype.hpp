@@ -31,9 +31,13 @@ enum class DType : uint32_t {
   f8_row = 201,     // FP8 E4M3 (e4m3fn), one f32 scale per row (quant/fp8_rows.hpp)
   f8_tensor = 202,  // the same rows, quantized with one scale for the whole matrix
   f8_e4m3 = 203,    // FP8 E4M3 (e4m3fn) numbers, unscaled: the elements of the fp8 KV cache
+  i4_g32 = 204,     // INT4 with an f32 scale and zero point per group of 32, 64, 128 (quant/int4_groups.hpp)
+  i4_g64 = 205,
+  i4_g128 = 206,
+  i4_packed = 207,  // compressed-tensors' INT4 words, as read (8 per int32): converted at load, never computed
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 203;
+inline constexpr uint32_t kMaxDTypeId = 207;
 
 struct DTypeTraits {
   DType type;

@@ -1,9 +1,11 @@
 #include "format/hf_directory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -248,6 +250,7 @@ Result<DType> dtype_of(const safetensors::Tensor& t, const std::string& where) {
     case safetensors::Dtype::bf16: return DType::bf16;
     case safetensors::Dtype::i8: return DType::i8;
     case safetensors::Dtype::i32: return DType::i32;
+    case safetensors::Dtype::i64: return DType::i64;
     case safetensors::Dtype::f8_e4m3: return DType::f8_e4m3;
     default: break;
   }
@@ -258,7 +261,9 @@ Result<DType> dtype_of(const safetensors::Tensor& t, const std::string& where) {
 // config.json's quantization_config: the compressed-tensors schemes libinfer computes (docs/huggingface.md):
 // 8-bit symmetric weights, one scale per output channel or per tensor, INT8 (format int-quantized)
 // or FP8 E4M3 (float-quantized; naive-quantized stores either the same way), with activations
-// unquantized, dynamic per token or static per tensor. Anything else is refused by name.
+// unquantized, dynamic per token or static per tensor; and 4-bit int weights (pack-quantized),
+// symmetric or with zero points, in groups or per channel, activations unquantized (W4A16).
+// Anything else is refused by name.
 Status check_quantization_config(const Json& config, const std::string& where, bool& quantized) {
   quantized = false;
   const Json* q = json::member(config, "quantization_config");
@@ -272,12 +277,12 @@ Status check_quantization_config(const Json& config, const std::string& where, b
   auto format_ok = [&](const Json& object, const char* what) -> Status {
     const std::string* f = json::get_string(object, "format");
     if (!f) return Status::ok();
-    if (*f == "int-quantized" || *f == "float-quantized" || *f == "naive-quantized" || *f == "dense" ||
-        *f == "mixed-precision")
+    if (*f == "int-quantized" || *f == "float-quantized" || *f == "naive-quantized" || *f == "pack-quantized" ||
+        *f == "dense" || *f == "mixed-precision")
       return Status::ok();
     return unsupported(at + ": " + what + "format '" + f->substr(0, 64) +
-                       "' is not supported (int-quantized, float-quantized and naive-quantized 8-bit weights are; "
-                       "packed INT4 is not yet)");
+                       "' is not supported (int-quantized, float-quantized and naive-quantized 8-bit weights are, "
+                       "and pack-quantized 4-bit ones)");
   };
   INFER_RETURN_IF_ERROR(format_ok(*q, ""));
   if (const std::string* status = json::get_string(*q, "quantization_status"); status && *status != "compressed")
@@ -296,15 +301,37 @@ Status check_quantization_config(const Json& config, const std::string& where, b
       const std::string* type = json::get_string(*w, "type");
       const std::string* strategy = json::get_string(*w, "strategy");
       const std::string s = strategy ? *strategy : "";
-      if (bits.value_or(0) != 8 || !type || (*type != "int" && *type != "float"))
+      const bool int4 = bits.value_or(0) == 4 && type && *type == "int";
+      if (!int4 && (bits.value_or(0) != 8 || !type || (*type != "int" && *type != "float")))
         return unsupported(at + ": " + g + ".weights: " + std::to_string(bits.value_or(0)) + "-bit " +
                            (type ? type->substr(0, 16) : std::string("?")) +
-                           " weights are not supported (8-bit int and float are; INT4 is not yet)");
-      if (!json::get_bool(*w, "symmetric").value_or(true))
-        return unsupported(at + ": " + g + ".weights: asymmetric weights (zero points) are not supported");
-      if (s != "channel" && s != "tensor")
-        return unsupported(at + ": " + g + ".weights: strategy '" + s.substr(0, 32) +
-                           "' is not supported (channel and tensor are)");
+                           " weights are not supported (8-bit int and float are, and 4-bit int)");
+      if (int4) {
+        const std::string* f = json::get_string(scheme, "format");
+        if (!f) f = json::get_string(*q, "format");
+        if (!f || (*f != "pack-quantized" && *f != "mixed-precision"))
+          return unsupported(at + ": " + g + ".weights: 4-bit weights must be stored pack-quantized");
+        if (s != "group" && s != "channel")
+          return unsupported(at + ": " + g + ".weights: strategy '" + s.substr(0, 32) +
+                             "' is not supported for 4-bit weights (group and channel are)");
+        if (const std::string* order = json::get_string(*w, "actorder"); order && *order == "group")
+          return unsupported(at + ": " + g + ".weights: actorder 'group' (a permuted group index, weight_g_idx) is "
+                             "not supported");
+        const Json* a = json::member(scheme, "input_activations");
+        if (a && !a->is_null())
+          return unsupported(at + ": " + g + ": 4-bit weights with quantized activations (W4A8) are not supported "
+                             "(W4A16 is)");
+      } else {
+        const std::string* f = json::get_string(scheme, "format");
+        if (!f) f = json::get_string(*q, "format");
+        if (f && *f == "pack-quantized")
+          return unsupported(at + ": " + g + ".weights: 8-bit pack-quantized weights (W8A16) are not supported");
+        if (!json::get_bool(*w, "symmetric").value_or(true))
+          return unsupported(at + ": " + g + ".weights: asymmetric 8-bit weights (zero points) are not supported");
+        if (s != "channel" && s != "tensor")
+          return unsupported(at + ": " + g + ".weights: strategy '" + s.substr(0, 32) +
+                             "' is not supported (channel and tensor are)");
+      }
     }
     for (const char* key : {"input_activations", "output_activations"}) {
       const Json* a = json::member(scheme, key);
@@ -332,8 +359,8 @@ struct QuantParam {
   std::string kind;    // weight_scale, weight_zero_point, input_scale, input_zero_point, k_scale, ...
 };
 std::optional<QuantParam> quant_param(const std::string& name) {
-  for (std::string_view kind : {"weight_scale", "weight_zero_point", "input_scale", "input_zero_point", "output_scale",
-                                "output_zero_point", "k_scale", "v_scale", "q_scale"}) {
+  for (std::string_view kind : {"weight_scale", "weight_zero_point", "weight_shape", "weight_g_idx", "input_scale",
+                                "input_zero_point", "output_scale", "output_zero_point", "k_scale", "v_scale", "q_scale"}) {
     if (name.size() > kind.size() + 1 && name.ends_with(kind) && name[name.size() - kind.size() - 1] == '.') {
       std::string base = name.substr(0, name.size() - kind.size());
       return QuantParam{base + "weight", std::string(kind)};
@@ -342,49 +369,94 @@ std::optional<QuantParam> quant_param(const std::string& name) {
   return std::nullopt;
 }
 
+// What the tensor loop keeps of pack-quantized INT4 weights for the checks after it: each packed
+// weight's shape and its weight_shape, and the packed zero points (unpacked once the weight's rows
+// are known).
+struct PackedParams {
+  std::map<std::string, std::array<int64_t, 2>> shapes;         // Hugging Face weight name -> weight_shape
+  std::vector<std::pair<std::string, const safetensors::Tensor*>> zero_points;  // GGUF weight name, I32 tensor
+};
+
+// Rows of a tensor made of `rows` equal rows, Llama's Q/K permutation applied where it applies
+// (nothing to do: `buf` unchanged).
+Status permute_if_qk(const Family& fam, const Hparams& hp, const std::string& mapped, int64_t rows, uint64_t row_bytes,
+                     const std::string& what, AlignedBuffer& buf) {
+  const bool is_q = mapped.ends_with(".attn_q.weight"), is_k = mapped.ends_with(".attn_k.weight");
+  if (!fam.permute_qk || !(is_q || is_k) || rows <= 1) return Status::ok();
+  const int64_t heads = is_q ? hp.n_head : hp.n_kv;
+  if (rows % heads != 0 || (rows / heads) % 2 != 0)
+    return malformed_file(what + ": " + std::to_string(rows) + " rows of scales do not split into " + std::to_string(heads) +
+                          " heads of an even size");
+  INFER_ASSIGN_OR_RETURN(AlignedBuffer permuted, AlignedBuffer::allocate(static_cast<size_t>(rows) * row_bytes));
+  permute_rows(buf.data(), permuted.data(), rows, row_bytes, heads);
+  buf = std::move(permuted);
+  return Status::ok();
+}
+
 // A compressed-tensors parameter beside a weight. weight_scale becomes "<GGUF weight name>_scale",
-// F32, one element per output row (its rows in the weight's order: Llama's Q/K permutation applies)
-// or one for the tensor; a weight_zero_point must be all zeros (symmetric); the activation and
-// KV-cache scales are checked for their dtype and left out. Returns whether a tensor was added.
+// F32: one element per output row (its rows in the weight's order: Llama's Q/K permutation applies),
+// one for the tensor, or [rows, groups] for INT4 groups. An 8-bit weight_zero_point must be all
+// zeros (symmetric); INT4 ones (I32, packed along the rows) and weight_shape go to `packed` for
+// after the loop. The activation and KV-cache scales are checked for their dtype and left out.
+// Returns whether a tensor was added.
 Result<bool> add_quant_param(const Family& fam, const Hparams& hp, bool tied, const QuantParam& param,
                              const safetensors::Tensor& t, DType dtype, const std::string& where, ModelFile::Parts& parts,
-                             std::unordered_set<std::string>& seen) {
+                             std::unordered_set<std::string>& seen, PackedParams& packed) {
   const std::string what = where + ": tensor '" + t.name.substr(0, 96) + "'";
+  if (param.kind == "weight_g_idx")
+    return unsupported(what + ": activation ordering with a group index (actorder 'group') is not supported");
+  if (param.kind == "weight_shape") {
+    if ((dtype != DType::i64 && dtype != DType::i32) || t.shape.size() != 1 || t.shape[0] != 2)
+      return malformed_file(what + ": weight_shape must be two I64 (or I32) numbers");
+    std::array<int64_t, 2> shape{};
+    for (int d = 0; d < 2; ++d) {
+      if (dtype == DType::i64) std::memcpy(&shape[static_cast<size_t>(d)], t.data + 8 * d, 8);
+      else {
+        int32_t v;
+        std::memcpy(&v, t.data + 4 * d, 4);
+        shape[static_cast<size_t>(d)] = v;
+      }
+    }
+    packed.shapes[param.weight] = shape;
+    return false;
+  }
+  auto mapped = gguf_name(fam, param.weight);
+  if (!mapped) return unsupported(what + " has no GGUF counterpart for " + fam.gguf_arch);
+  const bool dropped = mapped->empty() || (*mapped == "output.weight" && tied);
   if (param.kind.ends_with("zero_point")) {
+    if (param.kind == "weight_zero_point" && dtype == DType::i32) {
+      if (t.shape.size() != 2) return malformed_file(what + ": packed INT4 zero points must be [rows / 8, groups]");
+      if (!dropped) packed.zero_points.emplace_back(*mapped, &t);
+      return false;
+    }
     for (uint64_t i = 0; i < t.nbytes(); ++i)
-      if (t.data[i] != 0) return unsupported(what + ": a non-zero zero point (asymmetric quantization is not supported)");
+      if (t.data[i] != 0) return unsupported(what + ": a non-zero zero point (asymmetric 8-bit quantization is not supported)");
     return false;
   }
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
     return malformed_file(what + ": a scale must be F32, F16 or BF16, not " + safetensors::dtype_name(t.dtype));
   if (param.kind != "weight_scale") return false;
-  auto mapped = gguf_name(fam, param.weight);
-  if (!mapped) return unsupported(what + " has no GGUF counterpart for " + fam.gguf_arch);
-  if (mapped->empty() || (*mapped == "output.weight" && tied)) return false;
+  if (dropped) return false;
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;  // the reader checked the shape against the bytes
   const bool column = t.shape.empty() || (t.shape.size() == 1) || (t.shape.size() == 2 && t.shape[1] == 1);
-  if (!column || n < 1) return malformed_file(what + ": expected [rows, 1] or [1] scales, found " + std::to_string(t.shape.size()) + " dimensions");
+  const bool groups = t.shape.size() == 2 && t.shape[1] > 1;
+  if ((!column && !groups) || n < 1)
+    return malformed_file(what + ": expected [rows, 1], [rows, groups] or [1] scales, found " +
+                          std::to_string(t.shape.size()) + " dimensions");
   TensorInfo info;
   info.name = *mapped + "_scale";
   if (!seen.insert(info.name).second) return malformed_file(what + " appears twice");
   info.dtype = DType::f32;
-  info.n_dims = 1;
-  info.shape[0] = n;
+  info.n_dims = groups ? 2 : 1;
+  info.shape[0] = groups ? t.shape[1] : n;
+  if (groups) info.shape[1] = t.shape[0];
   info.nbytes = static_cast<uint64_t>(n) * 4;
   INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
   for (int64_t i = 0; i < n; ++i) buf.as<float>()[i] = element_as_f32(dtype, t.data, i);
-  const bool is_q = mapped->ends_with(".attn_q.weight"), is_k = mapped->ends_with(".attn_k.weight");
-  if (fam.permute_qk && (is_q || is_k) && n > 1) {
-    const int64_t heads = is_q ? hp.n_head : hp.n_kv;
-    if (n % heads != 0 || (n / heads) % 2 != 0)
-      return malformed_file(what + ": " + std::to_string(n) + " scales do not split into " + std::to_string(heads) +
-                            " heads of an even size");
-    INFER_ASSIGN_OR_RETURN(AlignedBuffer permuted, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
-    permute_rows(buf.data(), permuted.data(), n, 4, heads);
-    buf = std::move(permuted);
-  }
-  info.view = TensorView::contiguous(DType::f32, 1, info.shape, buf.data());
+  const int64_t rows = groups ? t.shape[0] : n;
+  INFER_RETURN_IF_ERROR(permute_if_qk(fam, hp, *mapped, rows, static_cast<uint64_t>(n / rows) * 4, what, buf));
+  info.view = TensorView::contiguous(DType::f32, info.n_dims, info.shape, buf.data());
   parts.owned.push_back(std::move(buf));
   parts.tensors.push_back(std::move(info));
   return true;
@@ -477,14 +549,30 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
 
   // The tensors.
   std::unordered_set<std::string> seen;
-  std::vector<std::string> quantized;  // GGUF names of the INT8 / FP8 weights, each needing "<name>_scale"
+  std::vector<std::string> quantized;  // GGUF names of the INT8 / FP8 / INT4 weights, each needing "<name>_scale"
+  PackedParams packed;
+  std::map<std::string, std::pair<std::string, std::array<int64_t, 2>>> packed_weights;  // HF name -> GGUF name, [rows, n]
   for (const Shard& s : shards) {
     const std::string where = (root / s.name).string();
     for (const safetensors::Tensor& t : s.file.tensors) {
       INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
       if (auto param = quant_param(t.name)) {
-        INFER_RETURN_IF_ERROR(add_quant_param(*fam, hp, tied, *param, t, dtype, where, parts, seen).status());
+        INFER_RETURN_IF_ERROR(add_quant_param(*fam, hp, tied, *param, t, dtype, where, parts, seen, packed).status());
         continue;
+      }
+      // A pack-quantized INT4 weight: "<module>.weight_packed", I32 [rows, n / 8], is the module's
+      // weight, I4_PACKED [rows, n].
+      std::string hf_name = t.name;
+      std::vector<int64_t> shape = t.shape;
+      if (t.name.ends_with(".weight_packed")) {
+        if (!compressed)
+          return malformed_file(where + ": tensor '" + t.name.substr(0, 96) +
+                                "' is packed INT4 but config.json has no compressed-tensors quantization_config");
+        if (dtype != DType::i32 || t.shape.size() != 2)
+          return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' must be an I32 matrix (8 INT4 values a word)");
+        hf_name = t.name.substr(0, t.name.size() - 7);  // "...weight"
+        shape[1] *= 8;
+        dtype = DType::i4_packed;
       }
       if (dtype == DType::i8 || dtype == DType::f8_e4m3) {
         if (!compressed)
@@ -493,21 +581,22 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
         if (t.shape.size() != 2)
           return malformed_file(where + ": quantized tensor '" + t.name.substr(0, 96) + "' is not a matrix");
       }
-      auto mapped = gguf_name(*fam, t.name);
+      auto mapped = gguf_name(*fam, hf_name);
       if (!mapped)
         return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has no GGUF counterpart for " + fam->gguf_arch);
       if (mapped->empty()) continue;
       if (*mapped == "output.weight" && tied) continue;  // the embeddings serve as the output
       if (!seen.insert(*mapped).second) return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' appears twice");
-      if (dtype == DType::i8 || dtype == DType::f8_e4m3) quantized.push_back(*mapped);
+      if (dtype == DType::i8 || dtype == DType::f8_e4m3 || dtype == DType::i4_packed) quantized.push_back(*mapped);
+      if (dtype == DType::i4_packed) packed_weights[hf_name] = {*mapped, {shape[0], shape[1]}};
       TensorInfo info;
       info.name = *mapped;
       info.dtype = dtype;
-      if (t.shape.size() > static_cast<size_t>(kMaxDims))
-        return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has " + std::to_string(t.shape.size()) +
+      if (shape.size() > static_cast<size_t>(kMaxDims))
+        return unsupported(where + ": tensor '" + t.name.substr(0, 96) + "' has " + std::to_string(shape.size()) +
                            " dimensions (at most " + std::to_string(kMaxDims) + ")");
-      info.n_dims = static_cast<int>(t.shape.size());
-      for (int d = 0; d < info.n_dims; ++d) info.shape[d] = t.shape[t.shape.size() - 1 - static_cast<size_t>(d)];
+      info.n_dims = static_cast<int>(shape.size());
+      for (int d = 0; d < info.n_dims; ++d) info.shape[d] = shape[shape.size() - 1 - static_cast<size_t>(d)];
       info.offset = t.begin;
       info.nbytes = t.nbytes();
       const uint8_t* data = t.data;
@@ -552,8 +641,49 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   for (const TensorInfo& info : parts.tensors)
     if (info.name.ends_with(".weight_scale") &&
         std::find(quantized.begin(), quantized.end(), info.name.substr(0, info.name.size() - 6)) == quantized.end())
-      return malformed_file(dir + ": " + info.name + " belongs to no INT8 / FP8 weight (a float weight with scales: "
+      return malformed_file(dir + ": " + info.name + " belongs to no INT8 / FP8 / INT4 weight (a float weight with scales: "
                             "only compressed checkpoints load)");
+  // Packed INT4 weights: weight_shape agrees, and the zero points unpack to [rows, groups] I8
+  // ("<name>_zero_point"; a value v + 8 at bits 4 (r mod 8) of word [r / 8, g], as pack_to_int32
+  // writes them along dimension 0).
+  for (const auto& [hf_weight, shape] : packed.shapes) {
+    auto it = packed_weights.find(hf_weight);
+    if (it == packed_weights.end()) continue;  // a float weight's weight_shape: harmless
+    if (it->second.second != shape)
+      return malformed_file(dir + ": " + hf_weight.substr(0, 96) + "_shape is [" + std::to_string(shape[0]) + ", " +
+                            std::to_string(shape[1]) + "], the packed weight holds [" + std::to_string(it->second.second[0]) +
+                            ", " + std::to_string(it->second.second[1]) + "]");
+  }
+  for (const auto& [weight, zt] : packed.zero_points) {
+    const std::string what = dir + ": " + zt->name.substr(0, 96);
+    const TensorInfo* w = nullptr;
+    for (const TensorInfo& info : parts.tensors)
+      if (info.name == weight) w = &info;
+    if (!w || w->dtype != DType::i4_packed) return malformed_file(what + ": packed zero points of no packed INT4 weight");
+    const int64_t rows = w->shape[1], groups = zt->shape[1];
+    if (zt->shape[0] != (rows + 7) / 8)
+      return malformed_file(what + ": " + std::to_string(zt->shape[0]) + " rows of packed zero points for " +
+                            std::to_string(rows) + " weight rows (want " + std::to_string((rows + 7) / 8) + ")");
+    TensorInfo info;
+    info.name = weight + "_zero_point";
+    if (!seen.insert(info.name).second) return malformed_file(what + " appears twice");
+    info.dtype = DType::i8;
+    info.n_dims = 2;
+    info.shape[0] = groups;
+    info.shape[1] = rows;
+    info.nbytes = static_cast<uint64_t>(rows * groups);
+    INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        uint32_t word;
+        std::memcpy(&word, zt->data + 4 * ((r / 8) * groups + g), 4);
+        buf.as<int8_t>()[r * groups + g] = static_cast<int8_t>(static_cast<int>((word >> (4 * (r % 8))) & 15) - 8);
+      }
+    INFER_RETURN_IF_ERROR(permute_if_qk(*fam, hp, weight, rows, static_cast<uint64_t>(groups), what, buf));
+    info.view = TensorView::contiguous(DType::i8, 2, info.shape, buf.data());
+    parts.owned.push_back(std::move(buf));
+    parts.tensors.push_back(std::move(info));
+  }
   if (!hp.rope_freqs.empty()) {
     TensorInfo info;
     info.name = "rope_freqs.weight";

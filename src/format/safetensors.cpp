@@ -18,10 +18,10 @@ struct DtypeInfo {
 };
 constexpr DtypeInfo kDtypes[] = {
     {Dtype::f32, "F32", 4}, {Dtype::f16, "F16", 2}, {Dtype::bf16, "BF16", 2},   {Dtype::i8, "I8", 1},
-    {Dtype::u8, "U8", 1},   {Dtype::i32, "I32", 4}, {Dtype::f8_e4m3, "F8_E4M3", 1},
+    {Dtype::u8, "U8", 1},   {Dtype::i32, "I32", 4}, {Dtype::i64, "I64", 8}, {Dtype::f8_e4m3, "F8_E4M3", 1},
 };
 // Valid in the format, not read here (yet): named in the error so the user knows why.
-constexpr const char* kKnownUnsupported[] = {"F64", "I64", "U64", "I16", "U16", "U32", "BOOL", "F8_E5M2", "F8_E8M0", "F6_E2M3",
+constexpr const char* kKnownUnsupported[] = {"F64", "U64", "I16", "U16", "U32", "BOOL", "F8_E5M2", "F8_E8M0", "F6_E2M3",
                                              "F6_E3M2", "F4", "C64"};
 
 std::string shown(std::string_view s) {

@@ -34,7 +34,7 @@ namespace infer::safetensors {
 inline constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MB, as the reference implementation
 inline constexpr int kMaxDims = 8;
 
-enum class Dtype { f32, f16, bf16, i8, u8, i32, f8_e4m3 };
+enum class Dtype { f32, f16, bf16, i8, u8, i32, i64, f8_e4m3 };
 
 // "F32", "BF16", "F8_E4M3", ... as the format spells them.
 const char* dtype_name(Dtype t) noexcept;

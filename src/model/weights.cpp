@@ -7,6 +7,7 @@
 #include "core/status_macros.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "quant/fp8_rows.hpp"
+#include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
 
 namespace infer {
@@ -54,6 +55,7 @@ Result<const TensorInfo*> WeightBinder::matrix(const std::string& name, std::ini
 Result<const TensorInfo*> WeightBinder::optional_matrix(const std::string& name, std::initializer_list<int64_t> shape) {
   INFER_ASSIGN_OR_RETURN(const TensorInfo* t, find(name, shape));
   if (t && (t->dtype == DType::i8 || t->dtype == DType::f8_e4m3)) return from_checkpoint(t);
+  if (t && t->dtype == DType::i4_packed) return from_packed_int4(t);
   INFER_ASSIGN_OR_RETURN(t, optional(name, shape));
   if (!t) return t;
   return convert(t);
@@ -96,6 +98,52 @@ Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
   c.info.dtype = type;
   c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
   c.info.view = TensorView::contiguous(type, t->n_dims, t->shape, c.data.data());
+  store_->push_back(std::move(c));
+  return &store_->back().info;
+}
+
+// A compressed-tensors pack-quantized INT4 weight (I4_PACKED [rows, n]: eight values to an int32),
+// its group scales ("<name>_scale", F32 [rows, groups]) and, for asymmetric weights, its zero
+// points ("<name>_zero_point", I8 [rows, groups], unpacked by format/hf_directory.cpp), as blocks
+// of the largest INT4 type whose group divides the checkpoint's (quant/int4_groups.hpp), exactly.
+Result<const TensorInfo*> WeightBinder::from_packed_int4(const TensorInfo* t) {
+  if (progress_ && total_bytes_ > 0) {
+    bound_bytes_ += t->nbytes;
+    progress_(std::min(1.0, static_cast<double>(bound_bytes_) / static_cast<double>(total_bytes_)));
+  }
+  const std::string where = file_.path() + ": " + t->name;
+  const int64_t n = t->shape[0], rows = t->view.rows();
+  const TensorInfo* scale = file_.find_tensor(t->name + "_scale");
+  if (!scale || scale->dtype != DType::f32 || scale->n_dims != 2 || scale->shape[1] != rows || scale->shape[0] < 1 ||
+      n % scale->shape[0] != 0)
+    return malformed_file(where + ": an INT4 weight needs its group scales (" + t->name + "_scale, [" +
+                          std::to_string(rows) + ", groups] with groups dividing " + std::to_string(n) + ")");
+  const int64_t groups = scale->shape[0], group = n / groups;
+  const TensorInfo* zero = file_.find_tensor(t->name + "_zero_point");
+  if (zero && (zero->dtype != DType::i8 || zero->n_dims != 2 || zero->shape[0] != groups || zero->shape[1] != rows))
+    return malformed_file(where + ": its zero points are not I8 [" + std::to_string(rows) + ", " + std::to_string(groups) + "]");
+  std::optional<DType> type;
+  for (int64_t g : {128, 64, 32})
+    if (!type && group % g == 0) type = i4_type_of_group(g);
+  if (!type)
+    return unsupported(where + ": groups of " + std::to_string(group) + " columns (INT4 groups must be a multiple of 32)");
+  if (!store_) return invalid_argument(where + ": quantized checkpoint weights need a store to convert into");
+  const auto count = static_cast<size_t>(rows) * static_cast<size_t>(n);
+  std::vector<int8_t> values(count);
+  unpack_int4_words(static_cast<const int32_t*>(t->view.data), static_cast<int64_t>(count), values.data());
+  const auto row_bytes = dtype_row_bytes(*type, static_cast<uint64_t>(n));
+  if (!row_bytes) return invalid_argument(where + ": row size overflows");
+  ConvertedTensor c;
+  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
+  const auto n_scales = static_cast<size_t>(rows * groups);
+  Int4GroupWeight w{values, {static_cast<const float*>(scale->view.data), n_scales}, {}, rows, n, group};
+  if (zero) w.zero_point = {static_cast<const int8_t*>(zero->view.data), n_scales};
+  const Status converted = i4_rows_from_compressed(w, *type, c.data.data());
+  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
+  c.info = *t;
+  c.info.dtype = *type;
+  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
+  c.info.view = TensorView::contiguous(*type, t->n_dims, t->shape, c.data.data());
   store_->push_back(std::move(c));
   return &store_->back().info;
 }

@@ -24,11 +24,11 @@ struct ConvertedTensor {
 class WeightBinder {
  public:
   explicit WeightBinder(const ModelFile& file) : file_(file) {}
-  // With a weight type (Q8_0, Q4_0, I8_ROW, F8E4M3_ROW / _TENSOR): matrix() quantizes float (F32,
-  // F16, BF16) matrices whose rows are whole 32-element blocks to it, with ggml's reference
-  // quantizers (what llama-quantize --pure writes; I8_ROW: quant/int8_rows.hpp; FP8:
-  // quant/fp8_rows.hpp, F8E4M3_TENSOR with max|W| / 448 over the matrix), into `store`. Other
-  // matrices keep their type.
+  // With a weight type (Q8_0, Q4_0, I8_ROW, F8E4M3_ROW / _TENSOR, I4_G128): matrix() quantizes float
+  // (F32, F16, BF16) matrices whose rows are whole blocks to it, with ggml's reference quantizers
+  // (what llama-quantize --pure writes; I8_ROW: quant/int8_rows.hpp; FP8: quant/fp8_rows.hpp,
+  // F8E4M3_TENSOR with max|W| / 448 over the matrix; INT4: quant/int4_groups.hpp), into `store`.
+  // Other matrices keep their type.
   // `progress`, when set, hears the fraction of the file's tensor bytes bound so far as
   // matrices are bound (and converted).
   WeightBinder(const ModelFile& file, std::optional<DType> weight_type, std::deque<ConvertedTensor>& store,
@@ -36,7 +36,9 @@ class WeightBinder {
 
   // A 2-D weight matrix: as require() / optional(), converted to the weight type when one is set.
   // A compressed-tensors INT8 / FP8 weight (I8 / F8_E4M3 codes with "<name>_scale") becomes
-  // I8_ROW / F8E4M3_ROW / F8E4M3_TENSOR with its codes and scales exactly; the weight type leaves it.
+  // I8_ROW / F8E4M3_ROW / F8E4M3_TENSOR with its codes and scales exactly, and a pack-quantized INT4
+  // one (I4_PACKED with "<name>_scale" and "<name>_zero_point") I4_G32 / _G64 / _G128; the weight
+  // type leaves them.
   Result<const TensorInfo*> matrix(const std::string& name, std::initializer_list<int64_t> shape);
   Result<const TensorInfo*> optional_matrix(const std::string& name, std::initializer_list<int64_t> shape);
 
@@ -53,6 +55,7 @@ class WeightBinder {
   Result<const TensorInfo*> find(const std::string& name, std::initializer_list<int64_t> shape) const;
   Result<const TensorInfo*> convert(const TensorInfo* t);
   Result<const TensorInfo*> from_checkpoint(const TensorInfo* t);
+  Result<const TensorInfo*> from_packed_int4(const TensorInfo* t);
 
   const ModelFile& file_;
   std::optional<DType> weight_type_;

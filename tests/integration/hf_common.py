@@ -1,10 +1,14 @@
-"""What the Hugging Face directory tests share (hf_directory.py, hf_compressed.py): their command
+"""What the Hugging Face directory tests share (hf_directory.py, hf_compressed.py, hf_int4.py): their command
 line (BIN_DIR LIBINFER_SO REPO_ROOT), the Python binding on that library, the Python packages of
 scripts/hf-python-deps (numpy, safetensors) on sys.path, running tools, the test models' arguments,
-directories written by scripts/gguf-to-hf, and the report (one line per check, failures on stderr,
+directories written by scripts/gguf-to-hf, safetensors files read and written from the format's
+definition, importance matrices, the smoothing groups and their record, and the report (one line per check, failures on stderr,
 exit 1 on any)."""
+import json
 import os
 import shlex
+import shutil
+import struct
 import subprocess
 import sys
 
@@ -34,6 +38,8 @@ def run(args, env=None, ok=True):
 deps = run([os.path.join(root, "scripts/hf-python-deps")]).stdout.strip().splitlines()[-1]
 sys.path.insert(0, deps)
 convert_env = dict(os.environ, PYTHONPATH=deps)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
 
 
 def make_args(prefix):
@@ -50,6 +56,82 @@ def gguf_and_directory(tmp, label, make, extra=()):
     directory = os.path.join(tmp, label)
     run([sys.executable, os.path.join(root, "scripts/gguf-to-hf"), gguf, directory] + list(extra), env=convert_env)
     return gguf, directory
+
+
+def write_safetensors(path, tensors):
+    """tensors: [(name, dtype string, shape, bytes)] in the format's layout: an 8-byte header length,
+    the JSON header (dtype, shape, data_offsets per tensor), then the data."""
+    header, offset = {}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for _, _, _, data in tensors:
+            f.write(data)
+
+
+def read_safetensors(path):
+    """{name: (dtype, shape, bytes)}, read from the format's definition."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
+
+
+def read_imatrix_dat(path):
+    """llama.cpp's legacy imatrix file: {name: per-column mean square (values / ncall, float32)}."""
+    out = {}
+    with open(path, "rb") as f:
+        for _ in range(struct.unpack("<i", f.read(4))[0]):
+            name = f.read(struct.unpack("<i", f.read(4))[0]).decode()
+            ncall, nval = struct.unpack("<ii", f.read(8))
+            out[name] = np.frombuffer(f.read(4 * nval), dtype="<f4") / np.float32(ncall)
+    return out
+
+
+def smoothing_groups(weights, gemma):
+    """Per layer, SmoothQuant's three groups as the writer documents them: (statistic, columns
+    multiplied, norm divided or None, (matrix, first row, end row) divided or None)."""
+    layers = sorted({int(k.split(".")[2]) for k in weights if k.startswith("model.layers.")})
+    groups = []
+    for i in layers:
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        if p + "self_attn.qkv_proj.weight" in weights:
+            groups.append((b + "attn_qkv.weight", [p + "self_attn.qkv_proj.weight"], p + "input_layernorm.weight", None))
+            gu = weights[p + "mlp.gate_up_proj.weight"]
+            groups.append((b + "ffn_up.weight", [p + "mlp.gate_up_proj.weight"],
+                           p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight"), None))
+            up = (p + "mlp.gate_up_proj.weight", gu.shape[0] // 2, gu.shape[0])
+        else:
+            groups.append((b + "attn_q.weight", [p + f"self_attn.{m}_proj.weight" for m in "qkv"], p + "input_layernorm.weight", None))
+            groups.append((b + "ffn_gate.weight", [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"],
+                           p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight"), None))
+            up = (p + "mlp.up_proj.weight", 0, weights[p + "mlp.up_proj.weight"].shape[0])
+        groups.append((b + "ffn_down.weight", [p + "mlp.down_proj.weight"], None, up))
+    return groups
+
+
+def rebuild_smoothed(src, dst, record, gemma):
+    """The source with the record's factors applied, in F32 (the smoothed float model)."""
+    weights = {k: v.astype(np.float32) for k, v in load_file(os.path.join(src, "model.safetensors")).items()}
+    for g in record["groups"]:
+        s = np.ldexp(np.float32(1), np.array(g["log2_scales"])).astype(np.float32)
+        for c in g["multiplied_columns"]:
+            weights[c] = weights[c] * s[None, :]
+        if "divided_norm" in g:
+            n = weights[g["divided_norm"]]
+            weights[g["divided_norm"]] = ((np.float32(1) + n) / s - np.float32(1)) if gemma else n / s
+        else:
+            m, (b, e) = weights[g["divided_rows"]], g["row_range"]
+            m[b:e] = m[b:e] / s[:, None]
+    shutil.copytree(src, dst)
+    write_safetensors(os.path.join(dst, "model.safetensors"),
+                      [(k, "F32", v.shape, np.ascontiguousarray(v).tobytes()) for k, v in sorted(weights.items())])
 
 
 def finish():

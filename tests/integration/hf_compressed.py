@@ -24,9 +24,10 @@ matrix, int8 applies SmoothQuant: its factors are recomputed here from the formu
 smoothed model rebuilt here from smoothquant.json must compute as the checkpoint does (and, in
 float, as the source).
 
-Then the refusals, each a one-line error naming the cause: an unknown quant_method, packed INT4,
-group-wise or asymmetric weights, a quantized tensor without its scale or without a
-quantization_config, a non-zero zero point.
+Then the refusals, each a one-line error naming the cause: an unknown quant_method, 8-bit weights
+declared pack-quantized (W8A16), 4-bit ones not packed, group-wise or asymmetric 8-bit weights, a
+quantized tensor without its scale or without a quantization_config, a non-zero zero point.
+(INT4 W4A16 checkpoints: hf_int4.py.)
 
 The safetensors files are written here byte by byte from the format's specification (numpy has no
 float8 type to hand to the safetensors package).
@@ -41,8 +42,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, run,  # noqa: E402
-                       text_path, tool)
+from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, read_imatrix_dat,  # noqa: E402
+                       read_safetensors, rebuild_smoothed, run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
@@ -101,31 +102,6 @@ def bf16_bytes(a):
     return (bits >> 16).astype("<u2").tobytes()
 
 
-def write_safetensors(path, tensors):
-    """tensors: [(name, dtype string, shape, bytes)] in the format's layout: an 8-byte header length,
-    the JSON header (dtype, shape, data_offsets per tensor), then the data."""
-    header, offset = {}, 0
-    for name, dtype, shape, data in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for _, _, _, data in tensors:
-            f.write(data)
-
-
-def read_safetensors(path):
-    """{name: (dtype, shape, bytes)}, read from the format's definition."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    header.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
-
-
 def as_f32(dtype, data):
     if dtype == "F32":
         return np.frombuffer(data, dtype="<f4")
@@ -150,39 +126,6 @@ def compare_checkpoints(mine, theirs):
     return diff
 
 
-def read_imatrix_dat(path):
-    """llama.cpp's legacy imatrix file: {name: per-column mean square (values / ncall, float32)}."""
-    out = {}
-    with open(path, "rb") as f:
-        for _ in range(struct.unpack("<i", f.read(4))[0]):
-            name = f.read(struct.unpack("<i", f.read(4))[0]).decode()
-            ncall, nval = struct.unpack("<ii", f.read(8))
-            out[name] = np.frombuffer(f.read(4 * nval), dtype="<f4") / np.float32(ncall)
-    return out
-
-
-def smoothing_groups(weights, gemma):
-    """Per layer, SmoothQuant's three groups as the writer documents them: (statistic, columns
-    multiplied, norm divided or None, (matrix, first row, end row) divided or None)."""
-    layers = sorted({int(k.split(".")[2]) for k in weights if k.startswith("model.layers.")})
-    groups = []
-    for i in layers:
-        p, b = f"model.layers.{i}.", f"blk.{i}."
-        if p + "self_attn.qkv_proj.weight" in weights:
-            groups.append((b + "attn_qkv.weight", [p + "self_attn.qkv_proj.weight"], p + "input_layernorm.weight", None))
-            gu = weights[p + "mlp.gate_up_proj.weight"]
-            groups.append((b + "ffn_up.weight", [p + "mlp.gate_up_proj.weight"],
-                           p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight"), None))
-            up = (p + "mlp.gate_up_proj.weight", gu.shape[0] // 2, gu.shape[0])
-        else:
-            groups.append((b + "attn_q.weight", [p + f"self_attn.{m}_proj.weight" for m in "qkv"], p + "input_layernorm.weight", None))
-            groups.append((b + "ffn_gate.weight", [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"],
-                           p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight"), None))
-            up = (p + "mlp.up_proj.weight", 0, weights[p + "mlp.up_proj.weight"].shape[0])
-        groups.append((b + "ffn_down.weight", [p + "mlp.down_proj.weight"], None, up))
-    return groups
-
-
 def check_smoothing(src, imat, record, gemma, alpha=0.5):
     """The record against the formula: s_j = 2^round(alpha log2 rms_j - (1 - alpha) log2 max_i |W_ij|),
     rounded half away from zero, clamped to 2^±10 (1 where either is 0)."""
@@ -205,24 +148,6 @@ def check_smoothing(src, imat, record, gemma, alpha=0.5):
         elif list(e.astype(int)) != g["log2_scales"]:
             bad.append(f"{stat}: factors differ from the formula at {int(np.sum(e.astype(int) != np.array(g['log2_scales'])))} columns")
     return bad
-
-
-def rebuild_smoothed(src, dst, record, gemma):
-    """The source with the record's factors applied, in F32 (the smoothed float model)."""
-    weights = {k: v.astype(np.float32) for k, v in load_file(os.path.join(src, "model.safetensors")).items()}
-    for g in record["groups"]:
-        s = np.ldexp(np.float32(1), np.array(g["log2_scales"])).astype(np.float32)
-        for c in g["multiplied_columns"]:
-            weights[c] = weights[c] * s[None, :]
-        if "divided_norm" in g:
-            n = weights[g["divided_norm"]]
-            weights[g["divided_norm"]] = ((np.float32(1) + n) / s - np.float32(1)) if gemma else n / s
-        else:
-            m, (b, e) = weights[g["divided_rows"]], g["row_range"]
-            m[b:e] = m[b:e] / s[:, None]
-    shutil.copytree(src, dst)
-    write_safetensors(os.path.join(dst, "model.safetensors"),
-                      [(k, "F32", v.shape, np.ascontiguousarray(v).tobytes()) for k, v in sorted(weights.items())])
 
 
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
@@ -415,9 +340,10 @@ with tempfile.TemporaryDirectory() as tmp:
 
     refused("quant_method gptq", edit_config(lambda c: c["quantization_config"].update(quant_method="gptq")),
             "quant_method 'gptq' is not supported")
-    refused("pack-quantized INT4", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
-            "format 'pack-quantized' is not supported")
-    refused("4-bit weights", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)), "4-bit int weights are not supported")
+    refused("pack-quantized 8-bit", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
+            "8-bit pack-quantized weights (W8A16) are not supported")
+    refused("4-bit weights not packed", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)),
+            "4-bit weights must be stored pack-quantized")
     refused("group strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
             "strategy 'group' is not supported")
     refused("asymmetric", edit_config(lambda c: groups(c)["weights"].update(symmetric=False)), "asymmetric")
@@ -430,7 +356,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                                                  [128, 1], bytes([1]) * 128)]),
             "non-zero zero point")
     refused("scale of a float weight", edit_tensors(lambda ts: ts + [("model.norm.weight_scale", "F32", [1], bytes(4))]),
-            "belongs to no INT8 / FP8 weight")
+            "belongs to no INT8 / FP8 / INT4 weight")
     refused("scales of the wrong count", edit_tensors(
         lambda ts: [(n, d, [3, 1], b[:12]) if n.endswith("o_proj.weight_scale") else (n, d, s, b) for n, d, s, b in ts]),
             "3 scales for 64 rows")
@@ -504,8 +430,8 @@ with tempfile.TemporaryDirectory() as tmp:
             ("a GGUF input", [os.path.join(tmp, "ref-bf16.gguf"), os.path.join(tmp, "x"), "int8"], "Hugging Face model directory"),
             ("an existing output", [src, src, "fp8"], "exists and is not an empty directory"),
             ("a quantized input", [good, os.path.join(tmp, "y"), "fp8"], "quantized already"),
-            ("--pure with int8", [src, os.path.join(tmp, "z"), "int8", "--pure"], "takes --keep, -t and (int8) --imatrix"),
-            ("--calib with fp8", [src, os.path.join(tmp, "z"), "fp8", "--calib", text_path], "which int8 takes")):
+            ("--pure with int8", [src, os.path.join(tmp, "z"), "int8", "--pure"], "takes --keep, -t and (int8, int4) --imatrix"),
+            ("--calib with fp8", [src, os.path.join(tmp, "z"), "fp8", "--calib", text_path], "SmoothQuant (int8) or AWQ (int4)")):
         p = run([tool("infer-quantize")] + args, ok=False)
         if p.returncode == 0 or p.returncode < 0 or expect not in p.stderr:
             failures.append(f"infer-quantize refusal '{label}': exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")

@@ -105,6 +105,12 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
           case DType::f8_tensor:
             bound = std::max(std::ldexp(double(std::fabs(v)), -4), row_amax / 448.0 * std::ldexp(1.0, -10)) * (1 + std::ldexp(1.0, -16));
             break;
+          // INT4 groups: the scale searched from amax / 6 to amax / 9 and refined by least squares;
+          // the chosen one never leaves an element further than a third of the group's amax
+          // (clipping at 7 steps of amax / 9 is 2 amax / 9 off).
+          case DType::i4_g32:
+          case DType::i4_g64:
+          case DType::i4_g128: bound = amax / 3.0; break;
           default: FAIL("a type with from_float this test has no bound for");
         }
         INFO("element " << i << " x " << v << " got " << got);
@@ -113,7 +119,7 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     }
     ++checked;
   }
-  REQUIRE(checked == 16);  // every computable type
+  REQUIRE(checked == 19);  // every computable type
 }
 
 TEST_CASE("WeightType and DType map one to one, and unknown values are an error", "[dtype]") {
@@ -123,11 +129,12 @@ TEST_CASE("WeightType and DType map one to one, and unknown values are an error"
   REQUIRE(weight_dtype(WeightType::int8).value() == DType::i8_row);
   REQUIRE(weight_dtype(WeightType::fp8).value() == DType::f8_row);
   REQUIRE(weight_dtype(WeightType::fp8_tensor).value() == DType::f8_tensor);
+  REQUIRE(weight_dtype(WeightType::int4).value() == DType::i4_g128);
   const auto bad = weight_dtype(static_cast<WeightType>(7));
   REQUIRE(!bad.ok());
   REQUIRE(bad.status().code() == StatusCode::invalid_argument);
   REQUIRE(bad.status().message().find('7') != std::string::npos);
-  for (WeightType w : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor}) {
+  for (WeightType w : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor, WeightType::int4}) {
     const DType t = *weight_dtype(w).value();
     REQUIRE(weight_type_of(t) == w);
     // Load-time conversion can write it.

@@ -7,6 +7,7 @@
 
 #include "quant/dequantize.hpp"
 #include "quant/fp8_rows.hpp"
+#include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_activations.hpp"
@@ -72,6 +73,15 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::f8_tensor, .to_float_ref = dequantize_f8_row, .to_float_avx2 = dequantize_f8_row,
      .from_float = quantize_row_f8_row, .vec_dot_type = DType::f32, .dot_ref = qdot_f8_row_ref,
      .dot_avx2 = qdot_f8_row_avx2, .dot_avx512 = qdot_f8_row_avx512},
+    {.type = DType::i4_g32, .to_float_ref = dequantize_i4_g32, .to_float_avx2 = dequantize_i4_g32,
+     .from_float = quantize_row_i4_g32, .vec_dot_type = DType::f32, .dot_ref = qdot_i4_g32_ref,
+     .dot_avx2 = qdot_i4_g32_avx2, .dot_avx512 = qdot_i4_g32_avx512},
+    {.type = DType::i4_g64, .to_float_ref = dequantize_i4_g64, .to_float_avx2 = dequantize_i4_g64,
+     .from_float = quantize_row_i4_g64, .vec_dot_type = DType::f32, .dot_ref = qdot_i4_g64_ref,
+     .dot_avx2 = qdot_i4_g64_avx2, .dot_avx512 = qdot_i4_g64_avx512},
+    {.type = DType::i4_g128, .to_float_ref = dequantize_i4_g128, .to_float_avx2 = dequantize_i4_g128,
+     .from_float = quantize_row_i4_g128, .vec_dot_type = DType::f32, .dot_ref = qdot_i4_g128_ref,
+     .dot_avx2 = qdot_i4_g128_avx2, .dot_avx512 = qdot_i4_g128_avx512},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

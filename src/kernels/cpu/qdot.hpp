@@ -102,4 +102,17 @@ QDotKernel qdot_f8_row_ref;
 QDotKernel qdot_f8_row_avx2;
 QDotKernel qdot_f8_row_avx512;
 
+// INT4 weights in groups of 32, 64, 128 (DType::i4_g*) against F32 activations (arithmetic in
+// quant/int4_groups.hpp: per group 16 lanes of fused products, folded by the group's scale; a fixed
+// tree); every variant gives the same bits.
+QDotKernel qdot_i4_g32_ref;
+QDotKernel qdot_i4_g64_ref;
+QDotKernel qdot_i4_g128_ref;
+QDotKernel qdot_i4_g32_avx2;
+QDotKernel qdot_i4_g64_avx2;
+QDotKernel qdot_i4_g128_avx2;
+QDotKernel qdot_i4_g32_avx512;
+QDotKernel qdot_i4_g64_avx512;
+QDotKernel qdot_i4_g128_avx512;
+
 }  // namespace infer

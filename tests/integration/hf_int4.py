@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""compressed-tensors INT4 W4A16 checkpoints ("pack-quantized": llm-compressor's W4A16 and W4A16_ASYM
+presets, which vLLM serves) load and compute as libinfer's own INT4 format does, and infer-quantize
+writes them:
+
+  For each family infer-make-model writes (llama, gemma3, qwen2, qwen3, phi3), an F32 directory from
+  scripts/gguf-to-hf is rewritten here in numpy from compressed-tensors' definitions
+  (compressors/pack_quantized: pack_to_int32 puts element i at bits 4 (i mod 8) of int32 word i / 8
+  as v + 8, zero points packed the same way along the rows; forward.py dequantizes (v - zp) * scale
+  per group of columns). The weights are "snapped": each group's scale a power of two and its codes
+  reaching the ends of the range, so that the F32 directory holding the dequantized values has one
+  best quantization, the checkpoint's:
+    W4A16 (symmetric, groups of 128): the checkpoint and `--weight-type int4` on the snapped F32
+      directory give identical logits and perplexity (the reader maps the packing, the group scales
+      and the Q/K permutation right, and the kernels run on it unchanged);
+    every group size (32, 64, 128), symmetric and not: `infer-quantize SNAPPED OUT int4 --group G
+      [--asym]` writes the numpy checkpoint's tensors again, byte for byte, and the checkpoint's
+      logits stay within float rounding of the snapped F32 model's (a misplaced scale or zero point
+      moves them by far more).
+  From BF16 sources, infer-quantize int4 stores the scales as BF16, each group's codes are the
+  nearest for its scale, and the checkpoint loads.
+
+AWQ (int4 with --imatrix / --calib): power-of-two factors folded into the norms, the columns of the
+matrices reading them and up_proj's rows; awq.json records them with the chosen alpha. Checked: the
+factors follow from the importance matrix by the formula for the recorded alpha (float64 here), the
+alpha is on the grid, the smoothed float model rebuilt from the record computes the source's logits
+(Gemma: within rounding), and --calib writes what --imatrix of the same text writes.
+
+Then the refusals, each one line naming the cause.
+
+usage: hf_int4.py BIN_DIR LIBINFER_SO REPO_ROOT
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, read_imatrix_dat,  # noqa: E402
+                       read_safetensors, rebuild_smoothed, run, smoothing_groups, text_path, tool, write_safetensors)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
+
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
+
+
+def is_linear(name):
+    return name.startswith("model.layers.") and name.endswith(".weight") and name.split(".")[-2] in LINEAR
+
+
+def pack_rows(v):
+    """compressed-tensors' pack_to_int32 of int4 values v [rows, n] (n a multiple of 8) along the columns."""
+    u = (v.astype(np.int64) + 8) & 15
+    words = np.zeros((v.shape[0], v.shape[1] // 8), dtype=np.int64)
+    for k in range(8):
+        words |= u[:, k::8] << (4 * k)
+    return words.astype(np.uint32).view(np.int32)
+
+
+def pack_zero_points(zp):
+    """The zero points [rows, groups] packed along the rows: [ceil(rows / 8), groups], padding bits zero."""
+    rows = zp.shape[0]
+    padded = np.zeros(((rows + 7) // 8 * 8, zp.shape[1]), dtype=np.int64)
+    padded[:rows] = (zp.astype(np.int64) + 8) & 15
+    words = np.zeros((padded.shape[0] // 8, zp.shape[1]), dtype=np.int64)
+    for k in range(8):
+        words |= padded[k::8] << (4 * k)
+    return words.astype(np.uint32).view(np.int32)
+
+
+def snap(w, group, symmetric, rng):
+    """(values v [rows, n] in [-8, 7], scales [rows, groups], zero points or None, F32 weights)."""
+    rows, n = w.shape
+    g = w.reshape(rows, n // group, group).astype(np.float64)
+    if symmetric:
+        s = 2.0 ** np.ceil(np.log2(np.maximum(np.abs(g).max(axis=2) / 8, 1e-30)))
+        v = np.clip(np.rint(g / s[..., None]), -8, 7)
+        # Each group reaches -8 and holds an odd code: no other scale fits its values exactly.
+        v[..., 0] = -8
+        v[..., 1] = np.where(v[..., 1] % 2 == 0, v[..., 1] + np.where(v[..., 1] < 7, 1, -1), v[..., 1])
+        zp = None
+        deq = v * s[..., None]
+    else:
+        zp = rng.integers(-6, 6, size=(rows, n // group))
+        lo, hi = g.min(axis=2), g.max(axis=2)
+        s = 2.0 ** np.ceil(np.log2(np.maximum((hi - lo) / 15, 1e-30)))
+        v = np.clip(np.rint(g / s[..., None]) + zp[..., None], -8, 7)
+        # Each group spans the whole code range: its scale and zero point are the only exact fit.
+        v[..., 0], v[..., 1] = -8, 7
+        deq = (v - zp[..., None]) * s[..., None]
+    return (v.reshape(rows, n).astype(np.int8), s.astype(np.float32), zp,
+            deq.reshape(rows, n).astype(np.float32))
+
+
+def scheme_config(group, symmetric):
+    weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": group, "symmetric": symmetric,
+               "dynamic": False, "actorder": None, "observer": "minmax"}
+    return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+            "ignore": ["lm_head"], "kv_cache_scheme": None,
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
+                                          "output_activations": None}}}
+
+
+def write_pair(src, snapped_dir, compressed_dir, group, symmetric, seed):
+    """The snapped F32 directory and its pack-quantized twin, both from src."""
+    rng = np.random.default_rng(seed)
+    for d in (snapped_dir, compressed_dir):
+        shutil.copytree(src, d)
+    weights = load_file(os.path.join(src, "model.safetensors"))
+    plain, packed = [], []
+    for name in sorted(weights):
+        w = weights[name]
+        if not is_linear(name):
+            data = np.ascontiguousarray(w).tobytes()
+            dtype = {"float32": "F32", "float16": "F16"}[str(w.dtype)]
+            plain.append((name, dtype, w.shape, data))
+            packed.append((name, dtype, w.shape, data))
+            continue
+        v, s, zp, deq = snap(w.astype(np.float32), group, symmetric, rng)
+        module = name[:-len(".weight")]
+        plain.append((name, "F32", w.shape, deq.tobytes()))
+        packed.append((module + ".weight_packed", "I32", (w.shape[0], w.shape[1] // 8), pack_rows(v).tobytes()))
+        packed.append((module + ".weight_scale", "F32", s.shape, s.tobytes()))
+        packed.append((module + ".weight_shape", "I64", (2,), np.array(w.shape, dtype="<i8").tobytes()))
+        if zp is not None:
+            z = pack_zero_points(zp)
+            packed.append((module + ".weight_zero_point", "I32", z.shape, z.tobytes()))
+    write_safetensors(os.path.join(snapped_dir, "model.safetensors"), plain)
+    write_safetensors(os.path.join(compressed_dir, "model.safetensors"), sorted(packed))
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = scheme_config(group, symmetric)
+    with open(os.path.join(compressed_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+with open(text_path) as f:
+    prompt = f.read()[:600]
+
+
+def logits_of(model, weight_type=None):
+    with libinfer.Engine(model, threads=2, weight_type=weight_type) as engine:
+        c = engine.generate(prompt, max_tokens=1, temperature=0, prompt_logprobs_from=1, prompt_logits=True)
+        return c.prompt_logits
+
+
+def perplexity(model, weight_type=None):
+    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]
+    if weight_type:
+        args += ["--weight-type", weight_type]
+    out = run(args).stdout
+    return [line for line in out.splitlines() if "scored in" not in line and line.strip()]
+
+
+def worst_relative(a, b):
+    """The largest |a - b| of a row relative to the row's largest |b|, over the rows."""
+    return max(max(abs(x - y) for x, y in zip(ra, rb)) / max(abs(y) for y in rb) for ra, rb in zip(a, b))
+
+
+def tensors_differ(mine, theirs):
+    diff = []
+    if set(mine) != set(theirs):
+        diff.append(f"tensors {sorted(set(mine) ^ set(theirs))[:4]}")
+    for k in sorted(set(mine) & set(theirs)):
+        if mine[k] != theirs[k]:
+            (da, sa, _), (db, sb, _) = mine[k], theirs[k]
+            diff.append(f"{k}: {da} {sa} vs {db} {sb}" + ("" if (da, sa) != (db, sb) else ", bytes differ"))
+    return diff
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # The W4A16 preset of every family, and the other group sizes and zero points on two of them.
+    cases = [(prefix, 128, True) for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3")]
+    cases += [("ref", 32, False), ("ref", 64, True), ("phi3", 64, False), ("gemma3", 128, False)]
+    sources = {}
+    for seed, (prefix, group, symmetric) in enumerate(cases):
+        label = f"{prefix} int4 g{group} {'symmetric' if symmetric else 'with zero points'}"
+        try:
+            if prefix not in sources:
+                sources[prefix] = gguf_and_directory(tmp, prefix, ["--type", "f32"] + make_args(prefix))[1]
+            src = sources[prefix]
+            tag = f"{prefix}-g{group}-{'s' if symmetric else 'a'}"
+            snapped, compressed = os.path.join(tmp, tag + "-f32"), os.path.join(tmp, tag + "-ct")
+            write_pair(src, snapped, compressed, group, symmetric, seed)
+            inspect = run([tool("infer-inspect"), compressed]).stdout
+            if "I4_PACKED" not in inspect or "_scale" not in inspect:
+                failures.append(f"{label}: infer-inspect shows no I4_PACKED weights and scales")
+            # The INT4 kernels sum in another order than F32's matmul: the logits stay within float
+            # rounding (amplified through the layers) of the dequantized model's, far closer than
+            # the quantization itself moves them from the source's.
+            lc, lf, l0 = logits_of(compressed), logits_of(snapped), logits_of(src)
+            worst, quantization = worst_relative(lc, lf), worst_relative(l0, lf)
+            if worst > 0.02 * quantization:
+                failures.append(f"{label}: the checkpoint's logits are {worst:.3g} (of the row's largest) away from "
+                                f"the dequantized F32 model's (quantization moved them {quantization:.3g})")
+            else:
+                checked.append(f"{label}: {len(lc)} rows of logits within {worst:.2g} of the dequantized F32 model's "
+                               f"(quantization moved them {quantization:.2g})")
+            if group == 128 and symmetric:
+                if lc != logits_of(snapped, "int4") or perplexity(compressed) != perplexity(snapped, "int4"):
+                    failures.append(f"{label}: the checkpoint computes differently from --weight-type int4 on the same numbers")
+                elif lc == l0:
+                    failures.append(f"{label}: the checkpoint computes exactly the unquantized model")
+                else:
+                    checked.append(f"{label}: logits and perplexity identical to --weight-type int4 on the same numbers")
+            written = os.path.join(tmp, tag + "-written")
+            args = [tool("infer-quantize"), snapped, written, "int4", "--group", str(group), "-t", "2"]
+            p = run(args + ([] if symmetric else ["--asym"]))
+            if "linear layers quantized" not in p.stderr:
+                failures.append(f"{label}: infer-quantize printed no summary: {p.stderr[-200:]!r}")
+            diff = tensors_differ(read_safetensors(os.path.join(written, "model.safetensors")),
+                                  read_safetensors(os.path.join(compressed, "model.safetensors")))
+            with open(os.path.join(written, "config.json")) as f:
+                qc = json.load(f)["quantization_config"]
+            want = scheme_config(group, symmetric)
+            gw, ww = qc["config_groups"]["group_0"], want["config_groups"]["group_0"]
+            for key in ("quant_method", "format", "quantization_status"):
+                if qc.get(key) != want[key]:
+                    diff.append(f"config {key} {qc.get(key)!r}, expected {want[key]!r}")
+            for key in ("num_bits", "type", "strategy", "group_size", "symmetric"):
+                if gw["weights"].get(key) != ww["weights"][key]:
+                    diff.append(f"config weights.{key} {gw['weights'].get(key)!r}, expected {ww['weights'][key]!r}")
+            if gw.get("input_activations") is not None:
+                diff.append("config input_activations is not null (W4A16)")
+            if diff:
+                failures.append(f"{label}: infer-quantize's checkpoint differs: " + "; ".join(diff[:5]))
+            else:
+                checked.append(f"{label}: infer-quantize writes the same packed values, scales, zero points and "
+                               f"shapes, and the preset's config")
+        except Exception as e:  # one failing model must not hide the others
+            failures.append(f"{label}: {e}")
+
+    # From BF16: scales stored as BF16; every code the nearest for its group's scale (clipped at the
+    # ends of the range); the checkpoint loads.
+    src = gguf_and_directory(tmp, "phi3-bf16", ["--type", "bf16"] + make_args("phi3"))[1]
+    for symmetric in (True, False):
+        label = f"phi3 BF16 -> infer-quantize int4 {'symmetric' if symmetric else '--asym'}"
+        try:
+            written = os.path.join(tmp, "phi3-bf16-int4" + ("" if symmetric else "-asym"))
+            run([tool("infer-quantize"), src, written, "int4", "--group", "64"] + ([] if symmetric else ["--asym"]))
+            mine = read_safetensors(os.path.join(written, "model.safetensors"))
+            bad = []
+            for name, (dtype, shape, data) in read_safetensors(os.path.join(src, "model.safetensors")).items():
+                if not is_linear(name):
+                    continue
+                # BF16 (numpy has no such type): the upper half of a float32.
+                w = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+                module = name[:-len(".weight")]
+                dt, shape, data = mine[module + ".weight_scale"]
+                if dt != "BF16":
+                    bad.append(f"{module}: scales are {dt}")
+                    continue
+                s = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+                words = np.frombuffer(mine[module + ".weight_packed"][2], dtype="<u4").reshape(w.shape[0], -1)
+                v = np.stack([((words >> (4 * k)) & 15).astype(np.int64) - 8 for k in range(8)], axis=2).reshape(w.shape)
+                zp = np.zeros(shape, dtype=np.int64)
+                if not symmetric:
+                    zw = np.frombuffer(mine[module + ".weight_zero_point"][2], dtype="<u4").reshape(-1, shape[1])
+                    zp = np.stack([((zw >> (4 * k)) & 15).astype(np.int64) - 8 for k in range(8)], axis=1).reshape(-1, shape[1])
+                    zp = zp[:w.shape[0]]
+                # The quotient in float32, as the quantizer divides (both round it correctly).
+                x = w.astype(np.float32).reshape(w.shape[0], shape[1], -1)
+                sc = s[..., None]
+                nearest = np.clip(np.rint(x / np.where(sc > 0, sc, np.float32(1))) + zp[..., None], -8, 7)
+                got = v.reshape(x.shape)
+                if not np.array_equal(np.where(sc > 0, nearest, got), got):
+                    bad.append(f"{module}: {int(np.sum(nearest != got))} codes are not the nearest for their scale")
+            logits_of(written)
+            if bad:
+                failures.append(f"{label}: " + "; ".join(bad[:4]))
+            else:
+                checked.append(f"{label}: BF16 scales, every code the nearest for its group's scale, loads")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
+    # AWQ: the record against the formula for its alpha, and the smoothed float model. The models'
+    # norms get outlier channels first (weights times 2^-2 .. 2^4), as real models have: without
+    # them, activations are too even for any factor to pay.
+    def with_outliers(prefix):
+        d = os.path.join(tmp, prefix + "-outliers")
+        shutil.copytree(sources[prefix], d)
+        path = os.path.join(d, "model.safetensors")
+        rng = np.random.default_rng(5)
+        tensors = []
+        for name, (dtype, shape, data) in sorted(read_safetensors(path).items()):
+            if name.endswith("layernorm.weight") and ".layers." in name:
+                w = np.frombuffer(data, dtype="<f4")
+                f = np.ldexp(np.float32(1), rng.integers(-2, 5, size=w.shape)).astype(np.float32)
+                w = (np.float32(1) + w) * f - np.float32(1) if prefix == "gemma3" else w * f
+                data = w.astype("<f4").tobytes()
+            tensors.append((name, dtype, shape, data))
+        write_safetensors(path, tensors)
+        return d
+
+    grid = 20
+    for prefix in ("ref", "gemma3", "phi3"):
+        label = f"{prefix} AWQ"
+        try:
+            src = with_outliers(prefix)
+            imat = os.path.join(tmp, prefix + ".imatrix.dat")
+            run([tool("infer-imatrix"), "-m", src, "-f", text_path, "-o", imat, "--output-format", "dat", "-c", "64",
+                 "--chunks", "4"])
+            written = os.path.join(tmp, prefix + "-awq")
+            run([tool("infer-quantize"), src, written, "int4", "--imatrix", imat, "-t", "2"])
+            also = os.path.join(tmp, prefix + "-awq-calib")
+            run([tool("infer-quantize"), src, also, "int4", "--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4",
+                 "-t", "1"])
+            bad = []
+            if read_safetensors(os.path.join(also, "model.safetensors")) != read_safetensors(os.path.join(written, "model.safetensors")):
+                bad.append("--calib (one thread) and --imatrix (two) of the same text write different checkpoints")
+            with open(os.path.join(written, "awq.json")) as f:
+                record = json.load(f)
+            weights = load_file(os.path.join(src, "model.safetensors"))
+            rms = {k: np.sqrt(v.astype(np.float64)) for k, v in read_imatrix_dat(imat).items()}
+            expected = smoothing_groups(weights, prefix == "gemma3")
+            if len(expected) != len(record["groups"]) or record.get("grid") != grid:
+                bad.append(f"{len(record['groups'])} groups recorded (grid {record.get('grid')}), {len(expected)} expected")
+            scaled = 0
+            for (stat, cols, norm, rows), g in zip(expected, record["groups"]):
+                alpha = g["alpha"]
+                if g["multiplied_columns"] != cols or g.get("divided_norm") != norm:
+                    bad.append(f"group of {stat}: {g.get('divided_norm') or g.get('divided_rows')} / {g['multiplied_columns']}")
+                    continue
+                if alpha * grid != round(alpha * grid) or not 0 <= alpha < 1 or g["loss"] > g["loss_unscaled"]:
+                    bad.append(f"{stat}: alpha {alpha} off the grid, or loss {g['loss']} above the unscaled {g['loss_unscaled']}")
+                a = rms[stat]
+                pos = a[a > 0]
+                e = alpha * np.log2(np.where(a > 0, a, 1)) - 0.5 * alpha * (np.log2(pos.min()) + np.log2(pos.max()))
+                e = np.clip(np.sign(e) * np.floor(np.abs(e) + 0.5), -10, 10)
+                e[a <= 0] = 0
+                if list(e.astype(int)) != g["log2_scales"]:
+                    bad.append(f"{stat}: factors differ from the formula at alpha {alpha} at "
+                               f"{int(np.sum(e.astype(int) != np.array(g['log2_scales'])))} columns")
+                scaled += alpha > 0
+            smoothed = os.path.join(tmp, prefix + "-awq-smoothed-f32")
+            rebuild_smoothed(src, smoothed, record, prefix == "gemma3")
+            lf, l0 = logits_of(smoothed), logits_of(src)
+            if prefix != "gemma3" and lf != l0:
+                bad.append("the smoothed float model's logits differ from the source's")
+            elif prefix == "gemma3" and worst_relative(lf, l0) > 1e-3:
+                bad.append(f"the smoothed float model moves a logit by {worst_relative(lf, l0):.3g} of the row's largest")
+            logits_of(written)
+            if scaled == 0:
+                bad.append("no group scaled (alpha 0 everywhere) despite the outlier channels")
+            if bad:
+                failures.append(f"{label}: " + "; ".join(bad[:4]))
+            else:
+                checked.append(f"{label}: {len(record['groups'])} groups ({scaled} scaled), factors as the formula gives "
+                               f"for each recorded alpha; the smoothed float model computes the source's logits")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
+    # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
+    good = os.path.join(tmp, "ref-g128-s-ct")
+
+    def refused(label, edit, expect):
+        d = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
+        shutil.copytree(good, d)
+        edit(d)
+        p = run([tool("infer-perplexity"), "-m", d, "-f", text_path, "-c", "64", "--chunks", "1"], ok=False)
+        err = p.stderr.strip()
+        if p.returncode == 0 or p.returncode < 0 or expect not in err:
+            failures.append(f"refusal '{label}': exit {p.returncode}, stderr {err[-300:]!r} (expected '{expect}')")
+        else:
+            checked.append(f"refusal '{label}': {err.splitlines()[-1][:160]}")
+
+    def edit_config(fn):
+        def edit(d):
+            with open(os.path.join(d, "config.json")) as f:
+                config = json.load(f)
+            fn(config)
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(config, f)
+        return edit
+
+    def edit_tensors(fn):
+        def edit(d):
+            path = os.path.join(d, "model.safetensors")
+            ts = read_safetensors(path)
+            write_safetensors(path, fn([(k, v[0], v[1], v[2]) for k, v in sorted(ts.items())]))
+        return edit
+
+    def weights_of(c):
+        return c["quantization_config"]["config_groups"]["group_0"]["weights"]
+
+    W = "model.layers.0.self_attn.o_proj."
+    refused("W4A8", edit_config(lambda c: c["quantization_config"]["config_groups"]["group_0"].update(
+        input_activations={"num_bits": 8, "type": "int", "strategy": "token", "symmetric": True, "dynamic": True})),
+            "W4A8")
+    refused("actorder group", edit_config(lambda c: weights_of(c).update(actorder="group")), "actorder 'group'")
+    refused("tensor strategy", edit_config(lambda c: weights_of(c).update(strategy="tensor")),
+            "strategy 'tensor' is not supported for 4-bit weights")
+    refused("group index", edit_tensors(lambda ts: ts + [(W + "weight_g_idx", "I32", [256], bytes(1024))]), "group index")
+    refused("weight_shape disagrees", edit_tensors(
+        lambda ts: [(n, d, s, np.array([256, 128], dtype="<i8").tobytes()) if n == W + "weight_shape" else (n, d, s, b)
+                    for n, d, s, b in ts]), "weight_shape is [256, 128]")
+    refused("packed weight not I32", edit_tensors(
+        lambda ts: [(n, "F32", s, b) if n == W + "weight_packed" else (n, d, s, b) for n, d, s, b in ts]),
+            "must be an I32 matrix")
+    refused("missing scales", edit_tensors(lambda ts: [t for t in ts if t[0] != W + "weight_scale"]), "has no weight_scale tensor")
+    refused("groups of 16", edit_tensors(
+        lambda ts: [(n, d, [s[0], 16], np.zeros((s[0], 16), dtype="<f4").tobytes()) if n == W + "weight_scale" else (n, d, s, b)
+                    for n, d, s, b in ts]), "groups of 16 columns")
+    refused("zero points of the wrong rows", edit_tensors(lambda ts: ts + [(W + "weight_zero_point", "I32", [3, 2], bytes(24))]),
+            "rows of packed zero points")
+    refused("negative scale", edit_tensors(
+        lambda ts: [(n, d, s, np.full(np.prod(s), -1, dtype="<f4").tobytes()) if n == W + "weight_scale" else (n, d, s, b)
+                    for n, d, s, b in ts]), "a scale is negative or not finite")
+
+    for label, args, expect in (
+            ("--group 16", [good, os.path.join(tmp, "z"), "int4", "--group", "16"], "--group"),
+            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group and --asym are int4's"),
+            ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
+             "no linear layer to quantize")):
+        p = run([tool("infer-quantize")] + args, ok=False)
+        if p.returncode == 0 or p.returncode < 0 or expect not in p.stderr:
+            failures.append(f"infer-quantize refusal '{label}': exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")
+        else:
+            checked.append(f"infer-quantize refusal '{label}': {p.stderr.strip().splitlines()[0][:140]}")
+
+finish()

@@ -100,7 +100,7 @@ Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmooth
       quantize_row_i8_row(row.data(), packed.data(), n);
       i8_rows_to_compressed(packed.data(), 1, n, reinterpret_cast<int8_t*>(out), scales + r);
     } else {
-      if (scheme == "fp8") quantize_row_f8_row(row.data(), packed.data(), n);
+      if (scheme == "fp8" || scheme == "fp8-dynamic") quantize_row_f8_row(row.data(), packed.data(), n);
       else quantize_row_f8_scaled(row.data(), packed.data(), n, tensor_scale);
       f8_rows_to_compressed(packed.data(), 1, n, out, scales + r);
     }
@@ -168,10 +168,12 @@ Json scheme_config(const std::string& scheme, const std::vector<std::string>& ig
                         {"strategy", scheme == "fp8-tensor" ? "tensor" : "channel"},
                         {"symmetric", true},     {"dynamic", false},
                         {"group_size", nullptr}, {"observer", "minmax"}};
-  // Activations dynamic per token (INT8_W8A8, FP8_DYNAMIC): what vLLM runs; libinfer keeps FP8
-  // models' activations in F32.
-  const Json activations = {{"num_bits", 8},     {"type", is_int ? "int" : "float"}, {"strategy", "token"},
-                            {"symmetric", true}, {"dynamic", true},                  {"group_size", nullptr}};
+  // Activations dynamic per token (INT8_W8A8, FP8_DYNAMIC); none for the weight-only FP8 schemes
+  // (vLLM's W8A16-FP8).
+  const Json activations = scheme == "fp8" || scheme == "fp8-tensor"
+                               ? Json(nullptr)
+                               : Json{{"num_bits", 8},     {"type", is_int ? "int" : "float"}, {"strategy", "token"},
+                                      {"symmetric", true}, {"dynamic", true},                  {"group_size", nullptr}};
   return {{"quant_method", "compressed-tensors"},
           {"format", is_int ? "int-quantized" : "float-quantized"},
           {"quantization_status", "compressed"},
@@ -486,7 +488,7 @@ Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& 
 }  // namespace
 
 bool is_compressed_scheme(const std::string& scheme) {
-  return scheme == "int8" || scheme == "fp8" || scheme == "fp8-tensor" || scheme == "int4";
+  return scheme == "int8" || scheme == "fp8" || scheme == "fp8-tensor" || scheme == "fp8-dynamic" || scheme == "int4";
 }
 
 Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o) {

@@ -1,7 +1,7 @@
 // infer-quantize's compressed-tensors output: a Hugging Face directory (F32 / F16 / BF16 weights)
 // rewritten as the checkpoint llm-compressor writes for the INT8_W8A8, FP8_DYNAMIC, W4A16 and
-// W4A16_ASYM presets (and FP8 weights with one scale per tensor), which vLLM serves and libinfer
-// loads (docs/huggingface.md#compressed-tensors-checkpoints).
+// W4A16_ASYM presets (and FP8 weight-only, per channel or per tensor), which vLLM serves and
+// libinfer loads (docs/huggingface.md#compressed-tensors-checkpoints).
 //
 // The decoder layers' linear weights (`*_proj.weight` under `layers.`, rows a multiple of 32
 // elements) become `weight` codes (I8 / F8_E4M3, same shape) and `weight_scale` (F32, [rows, 1] or
@@ -30,7 +30,7 @@ namespace infer::tools {
 
 struct CompressedOptions {
   std::string in, out;  // directories; out must not exist or be empty
-  std::string scheme;   // "int8", "fp8", "fp8-tensor" or "int4"
+  std::string scheme;   // "int8", "fp8", "fp8-tensor", "fp8-dynamic" or "int4"
   std::vector<std::string> keep;  // shell globs on Hugging Face tensor names left unquantized
   int threads = 1;
   // SmoothQuant (int8 only): each weight's input columns' root mean square over a calibration (the

@@ -8,7 +8,7 @@
 //   infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N]
 //                  [--calib-chunks N]] [--include-weights S]... [--exclude-weights S]...
 //                  [--keep GLOB]... [--pure] [-t THREADS]
-//   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|int4 [--keep GLOB]... [-t THREADS]
+//   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
 //                  [--group 32|64|128] [--asym]
 //
@@ -58,19 +58,20 @@ constexpr const char* kTool = "infer-quantize";
 constexpr const char* kUsage =
     "usage: infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]]\n"
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
-    "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|int4 [--keep GLOB]... [-t THREADS]\n"
+    "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
     "                      [--group 32|64|128] [--asym]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
-    "  int8, fp8, fp8-tensor   a Hugging Face directory to a compressed-tensors checkpoint directory: the\n"
-    "                decoder's linear layers as INT8 W8A8 (per-channel weights, per-token activations),\n"
-    "                FP8 E4M3 per channel (FP8_DYNAMIC) or FP8 E4M3 per tensor, as vLLM serves them\n"
+    "  int8, fp8, fp8-tensor, fp8-dynamic   a Hugging Face directory to a compressed-tensors checkpoint\n"
+    "                directory: the decoder's linear layers as INT8 W8A8 (per-channel weights, per-token\n"
+    "                activations), FP8 E4M3 weight-only per channel or per tensor, or W8A8-FP8\n"
+    "                (FP8_DYNAMIC: per-channel weights, per-token FP8 activations), as vLLM serves them\n"
     "  int4          the same, as INT4 W4A16 (pack-quantized): 4-bit weights with a scale per group of\n"
     "                columns, float activations (W4A16; W4A16_ASYM with --asym)\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
     "                input type, e.g. --keep output.weight --keep 'blk.0.*' (repeatable; Hugging Face\n"
-    "                names for int8/fp8/fp8-tensor, e.g. --keep 'model.layers.0.*')\n"
+    "                names for the checkpoint forms, e.g. --keep 'model.layers.0.*')\n"
     "  --pure        every converted tensor gets TYPE's base type: no mixture rules\n"
     "  --imatrix FILE       weigh each element's rounding error by its column's importance: an importance\n"
     "                       matrix of infer-imatrix or llama-imatrix (GGUF or legacy .dat), as\n"
@@ -89,7 +90,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string in, out;
-  std::string compressed;  // int8, fp8 or fp8-tensor: the compressed-tensors form
+  std::string compressed;  // int8, fp8, fp8-tensor, fp8-dynamic or int4: the compressed-tensors form
   quant::Preset preset{};
   std::vector<std::string> keep;
   bool pure = false;

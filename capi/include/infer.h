@@ -127,7 +127,8 @@ typedef enum infer_weight_type {
                             quantized to int8 per token, integer dots (docs/quantization.md) */
   INFER_WEIGHT_FP8 = 4,  /* FP8 E4M3 weights, an f32 scale per output channel; F32 activations */
   INFER_WEIGHT_FP8_TENSOR = 5, /* FP8 E4M3 weights, one f32 scale per matrix; F32 activations */
-  INFER_WEIGHT_INT4 = 6 /* INT4 W4A16: symmetric 4-bit weights, an f32 scale per group of 128; F32 activations */
+  INFER_WEIGHT_INT4 = 6, /* INT4 W4A16: symmetric 4-bit weights, an f32 scale per group of 128; F32 activations */
+  INFER_WEIGHT_FP8_DYNAMIC = 7 /* W8A8-FP8: FP8 E4M3 weights per output channel, activations FP8 per token */
 } infer_weight_type;
 
 /* Element types of the KV cache: F16 (llama.cpp's default), F32 (twice the bytes, for accuracy

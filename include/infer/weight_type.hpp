@@ -13,6 +13,8 @@ namespace infer {
 //   fp8_tensor  FP8 E4M3 weights with one f32 scale per matrix, weight-only
 //   int4        INT4 W4A16: symmetric 4-bit weights with one f32 scale per group of 128 input columns,
 //               weight-only (matrices whose rows are not whole groups stay as stored)
-enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor, int4 };
+//   fp8_dynamic W8A8-FP8: fp8's weights, activations quantized to FP8 E4M3 per token at each matmul
+//               (compressed-tensors' FP8_DYNAMIC as FP8 hardware computes it)
+enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor, int4, fp8_dynamic };
 
 }  // namespace infer

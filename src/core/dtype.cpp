@@ -60,6 +60,10 @@ constexpr std::array kTraits{
     DTypeTraits{DType::i4_g128, "I4_G128", 128, 72, true, true, 0, true},
     // compressed-tensors' weight_packed: 8 signed 4-bit values per little-endian int32, stored as v + 8.
     DTypeTraits{DType::i4_packed, "I4_PACKED", 8, 4, true, false, 0, true},
+    // f8_row's rows, multiplied by FP8 activation rows; those: n decoded e4m3 values as f32, then
+    // the f32 scale and 4 zero bytes (quant/fp8_rows.hpp).
+    DTypeTraits{DType::f8_w8a8, "F8E4M3_W8A8", 32, 32, true, true, 8, true},
+    DTypeTraits{DType::f8_act, "F8E4M3_ACT", 32, 128, true, false, 8, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {

@@ -35,9 +35,11 @@ enum class DType : uint32_t {
   i4_g64 = 205,
   i4_g128 = 206,
   i4_packed = 207,  // compressed-tensors' INT4 words, as read (8 per int32): converted at load, never computed
+  f8_w8a8 = 208,    // FP8 E4M3 weight rows as f8_row, computed with FP8 activations (W8A8-FP8)
+  f8_act = 209,     // activations quantized to E4M3 per token, held decoded (quant/fp8_rows.hpp)
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 207;
+inline constexpr uint32_t kMaxDTypeId = 209;
 
 struct DTypeTraits {
   DType type;

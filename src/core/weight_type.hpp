@@ -11,7 +11,8 @@
 namespace infer {
 
 // keep -> nullopt (weights stay as stored); q8_0 -> Q8_0; q4_0 -> Q4_0; int8 -> I8_ROW; fp8 -> F8E4M3_ROW;
-// fp8_tensor -> F8E4M3_TENSOR; int4 -> I4_G128; a value outside the enum
+// fp8_tensor -> F8E4M3_TENSOR; int4 -> I4_G128; fp8_dynamic -> F8E4M3_W8A8;
+// a value outside the enum
 // (a cast integer) -> invalid_argument naming it.
 Result<std::optional<DType>> weight_dtype(WeightType w);
 

@@ -264,8 +264,9 @@ Result<DType> dtype_of(const safetensors::Tensor& t, const std::string& where) {
 // unquantized, dynamic per token or static per tensor; and 4-bit int weights (pack-quantized),
 // symmetric or with zero points, in groups or per channel, activations unquantized (W4A16).
 // Anything else is refused by name.
-Status check_quantization_config(const Json& config, const std::string& where, bool& quantized) {
+Status check_quantization_config(const Json& config, const std::string& where, bool& quantized, bool& fp8_activations) {
   quantized = false;
+  fp8_activations = false;
   const Json* q = json::member(config, "quantization_config");
   if (!q || q->is_null()) return Status::ok();
   const std::string at = where + ": quantization_config";
@@ -346,6 +347,8 @@ Status check_quantization_config(const Json& config, const std::string& where, b
           !((is_dynamic && s == "token") || (!is_dynamic && s == "tensor")))
         return unsupported(at + ": " + g + ".input_activations: only symmetric 8-bit activations, dynamic per token or "
                            "static per tensor, are supported");
+      const std::string* type = json::get_string(*a, "type");
+      if (type && *type == "float") fp8_activations = true;
     }
   }
   return Status::ok();
@@ -500,8 +503,10 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   if (name.empty()) name = root.parent_path().filename().string();
   md.set("general.name", name);
   INFER_ASSIGN_OR_RETURN(Hparams hp, translate_config(*cfg, *fam, config_path, md));
-  bool compressed = false;
-  INFER_RETURN_IF_ERROR(check_quantization_config(config, config_path, compressed));
+  bool compressed = false, fp8_activations = false;
+  INFER_RETURN_IF_ERROR(check_quantization_config(config, config_path, compressed, fp8_activations));
+  // FP8 weights of a scheme with FP8 activations compute as W8A8-FP8 (model/weights.cpp).
+  if (fp8_activations) md.set(std::string(kFp8ActivationsKey), true);
   const bool tied = json::get_bool(*cfg, "tie_word_embeddings").value_or(json::get_bool(config, "tie_word_embeddings").value_or(false));
 
   // The shards.

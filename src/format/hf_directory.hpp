@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "core/mapped_file.hpp"
 #include "format/metadata.hpp"
@@ -17,6 +18,10 @@
 #include "infer/status.hpp"
 
 namespace infer::hf {
+
+// Metadata key (bool) set on a compressed-tensors checkpoint whose scheme quantizes activations to
+// FP8: its FP8 weights compute as W8A8-FP8 (DType::f8_w8a8), as FP8 hardware computes them.
+inline constexpr std::string_view kFp8ActivationsKey = "libinfer.compressed_tensors.fp8_activations";
 
 // Opens the directory. Errors name the file and the field: a missing config.json or weights file,
 // an architecture that is not supported, a tensor name that maps to nothing, a dtype libinfer

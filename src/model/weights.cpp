@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/status_macros.hpp"
+#include "format/hf_directory.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/int4_groups.hpp"
@@ -63,8 +64,9 @@ Result<const TensorInfo*> WeightBinder::optional_matrix(const std::string& name,
 
 // A compressed-tensors weight (INT8 or FP8 E4M3 codes, row major [rows, n]) and its scales
 // ("<name>_scale", F32: one per row or one for the matrix, as format/hf_directory.cpp names them)
-// in libinfer's row layouts: I8_ROW, F8E4M3_ROW or (one scale) F8E4M3_TENSOR. The codes and scales
-// are kept exactly (quant/int8_rows.hpp, quant/fp8_rows.hpp).
+// in libinfer's row layouts: I8_ROW, F8E4M3_ROW or (one scale) F8E4M3_TENSOR, or F8E4M3_W8A8 where
+// the checkpoint's scheme quantizes activations to FP8. The codes and scales are kept exactly
+// (quant/int8_rows.hpp, quant/fp8_rows.hpp).
 Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
   if (progress_ && total_bytes_ > 0) {
     bound_bytes_ += t->nbytes;
@@ -82,7 +84,12 @@ Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
                           " rows (one per row or one for the matrix)");
   if (!store_) return invalid_argument(where + ": quantized checkpoint weights need a store to convert into");
   const bool is_int = t->dtype == DType::i8;
-  const DType type = is_int ? DType::i8_row : (n_scales == 1 && rows > 1 ? DType::f8_tensor : DType::f8_row);
+  // FP8: W8A8 where the scheme quantizes activations (one type for either scale count: a per-tensor
+  // scale is stored in every row), else weight-only.
+  const bool w8a8 = !is_int && file_.metadata().get_bool(hf::kFp8ActivationsKey).value_or(false);
+  const DType type = is_int ? DType::i8_row
+                     : w8a8 ? DType::f8_w8a8
+                            : (n_scales == 1 && rows > 1 ? DType::f8_tensor : DType::f8_row);
   const auto row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n));
   if (!row_bytes) return invalid_argument(where + ": row size overflows");
   ConvertedTensor c;

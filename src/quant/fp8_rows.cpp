@@ -64,6 +64,16 @@ void quantize_row_f8_row(const float* x, void* dst, int64_t n) noexcept {
   quantize_row_f8_scaled(x, dst, n, amax / 448.0f);
 }
 
+void quantize_activations_f8(const float* x, void* dst, int64_t n) noexcept {
+  assert(n >= 0 && n % kF8RowBlock == 0);
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float s = amax / 448.0f;
+  auto* v = static_cast<float*>(dst);
+  for (int64_t i = 0; i < n; ++i) v[i] = s != 0.0f ? kTable[f32_to_e4m3(x[i] / s)] : 0.0f;
+  store_trailer(v + n, 0, s);
+}
+
 void dequantize_f8_row(const void* src, float* dst, int64_t n) noexcept {
   const auto* q = static_cast<const uint8_t*>(src);
   const float s = f8_row_scale(src, n);

@@ -1,6 +1,6 @@
 // FP8 E4M3 weights with one f32 scale per row (DType::f8_row: per output channel) or one per
 // matrix (DType::f8_tensor: the same rows, every row carrying the matrix's scale), weight-only:
-// activations stay F32. The OCP "e4m3fn" encoding, as torch.float8_e4m3fn and compressed-tensors
+// activations stay F32 (or FP8 as well: DType::f8_w8a8, below). The OCP "e4m3fn" encoding, as torch.float8_e4m3fn and compressed-tensors
 // store it:
 //
 //   bit 7 sign, bits 6-3 exponent (bias 7), bits 2-0 mantissa
@@ -21,6 +21,15 @@
 //   acc_l = fma(e4m3(q_i), x_i, acc_l)
 // then the fixed tree t_l = acc_l + acc_{l+8} (l < 8), u_l = t_l + t_{l+4} (l < 4),
 // v_l = u_l + u_{l+2} (l < 2), y = (v_0 + v_1) * s. Every variant runs exactly these steps.
+//
+// W8A8-FP8 (DType::f8_w8a8, what vLLM computes for FP8_DYNAMIC checkpoints on FP8 hardware): the
+// activations are quantized per token at each matmul, s_a = max|x| / 448 (f32), codes
+// e4m3(x_i / s_a) (the weights' rounding); an all-zero row has s_a = 0 and codes 0. An activation
+// row (DType::f8_act) holds the codes decoded, n f32 values e4m3(q_i), then s_a and 4 zero bytes
+// (4n + 8 bytes): decoded once per row and call, not once per weight row. The dot is the
+// weight-only one on those values, scaled by the rounded product of the two scales:
+//   y = (v_0 + v_1) * (s * s_a)
+// every product e4m3 x e4m3 is exact in f32 (4 + 4 significant bits), the sums round as above.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +50,13 @@ uint8_t f32_to_e4m3(float v) noexcept;
 void quantize_row_f8_row(const float* x, void* dst, int64_t n) noexcept;
 // One row with a given scale (the per-tensor conversion: s = max|W| / 448 over the matrix).
 void quantize_row_f8_scaled(const float* x, void* dst, int64_t n, float scale) noexcept;
+// Activations of W8A8-FP8 (DType::f8_act), per token as above. Precondition: n a multiple of 32.
+void quantize_activations_f8(const float* x, void* dst, int64_t n) noexcept;
+inline float f8_act_scale(const void* row, int64_t n) noexcept {
+  float s;
+  __builtin_memcpy(&s, static_cast<const uint8_t*>(row) + 4 * n, 4);
+  return s;
+}
 // dst[i] = s * e4m3(q_i) (one f32 rounding).
 void dequantize_f8_row(const void* src, float* dst, int64_t n) noexcept;
 inline float f8_row_scale(const void* row, int64_t n) noexcept {

@@ -3,14 +3,19 @@
 exactly as libinfer's own INT8 / FP8 formats do on the same numbers:
 
   For each family infer-make-model writes (llama, gemma3, qwen2, qwen3, phi3), an F32 directory
-  from scripts/gguf-to-hf is rewritten in numpy, for three schemes of compressed-tensors'
-  presets (quantization/quant_scheme.py of the compressed-tensors package):
+  from scripts/gguf-to-hf is rewritten in numpy, for four schemes (the presets of
+  quantization/quant_scheme.py of the compressed-tensors package, and vLLM's W8A16-FP8):
     INT8_W8A8     int8 weights, one scale per output channel, activations dynamic per token
-                  ("int-quantized");
-    FP8_DYNAMIC   float8_e4m3fn weights, one scale per output channel ("float-quantized");
-    FP8           float8_e4m3fn weights, one scale per tensor, static per-tensor input_scale;
+                  ("int-quantized"), against --weight-type int8;
+    FP8 weight-only   float8_e4m3fn weights, one scale per output channel or per tensor, no
+                  input_activations ("float-quantized"), against --weight-type fp8 / fp8-tensor;
+    FP8_DYNAMIC   float8_e4m3fn weights per channel, FP8 activations dynamic per token, against
+                  --weight-type fp8-dynamic (W8A8-FP8);
   every Linear weight of the decoder layers quantized (lm_head and the embeddings kept, as the
   recipes' ignore lists keep them), scales stored as BF16 or F32 in [rows, 1] / [1].
+  (The FP8 preset, per-tensor weights with a static per-tensor input_scale, must compute as the
+  FP8_DYNAMIC checkpoint of the same codes with the tensor's scale in every row: libinfer quantizes
+  FP8 activations per token.)
   The quantized values are "snapped": each scale is a power of two and every row (per channel) or
   the matrix (per tensor) holds a code at the top of the range (±127, ±448), so the F32 directory
   holding scale x code is quantized back at load by libinfer's own quantizer (--weight-type
@@ -80,13 +85,14 @@ def snap(w, scheme):
         top = np.abs(w).argmax(axis=1)
         q[np.arange(rows), top] = np.where(w[np.arange(rows), top] < 0, -127, 127)
         return q, s, (q.astype(np.float32) * s).astype(np.float32)
-    if scheme == "fp8":
+    per_channel = scheme in ("fp8", "fp8-dynamic")
+    if per_channel:
         s = np.array([pow2_at_least(np.abs(r).max() / 448) for r in w], dtype=np.float32)[:, None]
     else:
         s = np.array([pow2_at_least(np.abs(w).max() / 448)], dtype=np.float32)
-    scale = s if scheme == "fp8" else s[:, None]
+    scale = s if per_channel else s[:, None]
     codes = nearest_e4m3(w / scale)
-    if scheme == "fp8":
+    if per_channel:
         top = np.abs(w).argmax(axis=1)
         codes[np.arange(rows), top] = np.where(w[np.arange(rows), top] < 0, 0xFE, 0x7E)
     else:
@@ -159,11 +165,13 @@ def is_linear(name):
 
 def scheme_config(scheme, fmt=None):
     weights = {"num_bits": 8, "type": "int" if scheme == "int8" else "float",
-               "strategy": "tensor" if scheme == "fp8-tensor" else "channel", "symmetric": True, "dynamic": False,
-               "group_size": None, "observer": "minmax"}
-    if scheme == "fp8-tensor":
+               "strategy": "tensor" if scheme in ("fp8-tensor", "fp8-static") else "channel", "symmetric": True,
+               "dynamic": False, "group_size": None, "observer": "minmax"}
+    if scheme == "fp8-static":  # the FP8 preset
         acts = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True, "dynamic": False,
                 "observer": "static_minmax"}
+    elif scheme in ("fp8", "fp8-tensor"):  # weight-only
+        acts = None
     else:
         acts = {"num_bits": 8, "type": weights["type"], "strategy": "token", "symmetric": True, "dynamic": True}
     return {"quant_method": "compressed-tensors", "format": fmt or ("int-quantized" if scheme == "int8" else "float-quantized"),
@@ -186,12 +194,12 @@ def write_pair(src, snapped_dir, compressed_dir, scheme, scale_dtype):
             plain.append((name, dtype, w.shape, data))
             packed.append((name, dtype, w.shape, data))
             continue
-        codes, s, snapped = snap(w.astype(np.float32), scheme)
+        codes, s, snapped = snap(w.astype(np.float32), "fp8-tensor" if scheme == "fp8-static" else scheme)
         plain.append((name, "F32", w.shape, snapped.tobytes()))
         packed.append((name, "I8" if scheme == "int8" else "F8_E4M3", w.shape, codes.tobytes()))
         sb = bf16_bytes(s) if scale_dtype == "BF16" else s.astype("<f4").tobytes()
         packed.append((name[:-len("weight")] + "weight_scale", scale_dtype, s.shape, sb))
-        if scheme == "fp8-tensor":  # the static activation scale (libinfer keeps activations in F32)
+        if scheme == "fp8-static":  # the static activation scale (libinfer quantizes activations per token)
             packed.append((name[:-len("weight")] + "input_scale", "F32", (1,), np.float32([0.25]).tobytes()))
     write_safetensors(os.path.join(snapped_dir, "model.safetensors"), plain)
     write_safetensors(os.path.join(compressed_dir, "model.safetensors"), packed)
@@ -224,7 +232,7 @@ with tempfile.TemporaryDirectory() as tmp:
     def base_dir(label, make):
         return gguf_and_directory(tmp, label, ["--type", "f32"] + make)[1]
 
-    schemes = (("int8", "BF16"), ("fp8", "F32"), ("fp8-tensor", "BF16"))
+    schemes = (("int8", "BF16"), ("fp8", "F32"), ("fp8-tensor", "BF16"), ("fp8-dynamic", "BF16"))
     for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
         src = base_dir(prefix, make_args(prefix))
         for scheme, scale_dtype in schemes:
@@ -282,7 +290,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # computes on the BF16 directory, bit for bit.
     for prefix in ("ref", "phi3"):
         src = gguf_and_directory(tmp, prefix + "-bf16", ["--type", "bf16"] + make_args(prefix))[1]
-        for scheme in ("int8", "fp8", "fp8-tensor"):
+        for scheme in ("int8", "fp8", "fp8-tensor", "fp8-dynamic"):
             label = f"{prefix} BF16 -> infer-quantize {scheme}"
             try:
                 written = os.path.join(tmp, f"{prefix}-bf16-{scheme}")
@@ -296,6 +304,42 @@ with tempfile.TemporaryDirectory() as tmp:
                     checked.append(f"{label}: {len(la)} rows of logits and the perplexity identical to --weight-type {scheme}")
             except Exception as e:
                 failures.append(f"{label}: {e}")
+
+    # The FP8 preset (per-tensor weights, a static input_scale) runs as W8A8-FP8 with per-token
+    # activations: as the FP8_DYNAMIC checkpoint of the same codes with the tensor scale in every row.
+    for prefix in ("ref", "phi3"):
+        label = f"{prefix} FP8 (static) preset"
+        try:
+            src = os.path.join(tmp, prefix)
+            snapped, static = os.path.join(tmp, f"{prefix}-fp8s-f32"), os.path.join(tmp, f"{prefix}-fp8s-ct")
+            write_pair(src, snapped, static, "fp8-static", "F32")
+            dynamic = os.path.join(tmp, f"{prefix}-fp8s-as-dynamic")
+            shutil.copytree(static, dynamic)
+            tensors = read_safetensors(os.path.join(static, "model.safetensors"))
+            out = []
+            for k, (dt, shape, data) in sorted(tensors.items()):
+                if k.endswith("input_scale"):
+                    continue
+                if k.endswith("weight_scale"):
+                    rows = tensors[k[:-len("_scale")]][1][0]
+                    data, shape = data * rows, [rows, 1]
+                out.append((k, dt, shape, data))
+            write_safetensors(os.path.join(dynamic, "model.safetensors"), out)
+            with open(os.path.join(dynamic, "config.json")) as f:
+                config = json.load(f)
+            config["quantization_config"] = scheme_config("fp8-dynamic")
+            with open(os.path.join(dynamic, "config.json"), "w") as f:
+                json.dump(config, f)
+            ls, ld, lw = logits_of(static), logits_of(dynamic), logits_of(snapped, "fp8-tensor")
+            if ls != ld:
+                failures.append(f"{label}: its logits differ from FP8_DYNAMIC's on the same codes")
+            elif ls == lw:
+                failures.append(f"{label}: it computes as weight-only FP8 (activations not quantized)")
+            else:
+                checked.append(f"{label}: computes as FP8_DYNAMIC on the same codes ({len(ls)} rows of logits), "
+                               f"not as weight-only FP8")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
 
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
     src = base_dir("small", ["--n-embd", "64", "--n-layer", "1", "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128",

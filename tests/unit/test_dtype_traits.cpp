@@ -103,6 +103,7 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
           // with s = amax / 448 of the row.
           case DType::f8_row:
           case DType::f8_tensor:
+          case DType::f8_w8a8:
             bound = std::max(std::ldexp(double(std::fabs(v)), -4), row_amax / 448.0 * std::ldexp(1.0, -10)) * (1 + std::ldexp(1.0, -16));
             break;
           // INT4 groups: the scale searched from amax / 6 to amax / 9 and refined by least squares;
@@ -119,7 +120,7 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     }
     ++checked;
   }
-  REQUIRE(checked == 19);  // every computable type
+  REQUIRE(checked == 20);  // every computable type
 }
 
 TEST_CASE("WeightType and DType map one to one, and unknown values are an error", "[dtype]") {
@@ -130,11 +131,13 @@ TEST_CASE("WeightType and DType map one to one, and unknown values are an error"
   REQUIRE(weight_dtype(WeightType::fp8).value() == DType::f8_row);
   REQUIRE(weight_dtype(WeightType::fp8_tensor).value() == DType::f8_tensor);
   REQUIRE(weight_dtype(WeightType::int4).value() == DType::i4_g128);
-  const auto bad = weight_dtype(static_cast<WeightType>(7));
+  REQUIRE(weight_dtype(WeightType::fp8_dynamic).value() == DType::f8_w8a8);
+  const auto bad = weight_dtype(static_cast<WeightType>(8));
   REQUIRE(!bad.ok());
   REQUIRE(bad.status().code() == StatusCode::invalid_argument);
-  REQUIRE(bad.status().message().find('7') != std::string::npos);
-  for (WeightType w : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor, WeightType::int4}) {
+  REQUIRE(bad.status().message().find('8') != std::string::npos);
+  for (WeightType w : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor, WeightType::int4,
+                       WeightType::fp8_dynamic}) {
     const DType t = *weight_dtype(w).value();
     REQUIRE(weight_type_of(t) == w);
     // Load-time conversion can write it.

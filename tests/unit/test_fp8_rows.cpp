@@ -1,7 +1,8 @@
-// FP8 E4M3 weights (DType::f8_row / f8_tensor, quant/fp8_rows.hpp): the 256 codes against the OCP
+// FP8 E4M3 weights (DType::f8_row / f8_tensor / f8_w8a8, quant/fp8_rows.hpp): the 256 codes against the OCP
 // e4m3fn definition decoded here on its own, rounding to nearest with ties to even and saturation,
 // the weight quantizer's error, the dot against float64, every ISA's dot and the matmul against
-// the scalar twin bit for bit, batch invariance, and the compressed-tensors conversion.
+// the scalar twin bit for bit, batch invariance, the compressed-tensors conversion, and W8A8-FP8
+// (activations quantized per token: the quantizer, the dots, the matmul).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -232,4 +233,86 @@ TEST_CASE("FP8 weights from compressed-tensors arrays round-trip exactly, bad in
   const std::vector<float> three{1, 2, 3}, negative{1, -1, 1, 1};
   CHECK(f8_rows_from_compressed({weight, three, rows, n}, packed.data()).code() == StatusCode::invalid_argument);
   CHECK(f8_rows_from_compressed({weight, negative, rows, n}, packed.data()).code() == StatusCode::invalid_argument);
+}
+
+TEST_CASE("W8A8-FP8 activations: s = max|x| / 448, each value the e4m3 value nearest to x / s, held decoded", "[fp8]") {
+  for (int64_t n : {int64_t{32}, int64_t{576}}) {
+    auto x = activation_floats(n, 31 + static_cast<uint64_t>(n));
+    x[5] = -3.0f * x[5] - 7.0f;  // a clear largest magnitude
+    std::vector<float> row(static_cast<size_t>(n + 2));
+    quantize_activations_f8(x.data(), row.data(), n);
+    float amax = 0.0f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const float s = amax / 448.0f;
+    REQUIRE(f8_act_scale(row.data(), n) == s);
+    uint32_t zero;
+    std::memcpy(&zero, row.data() + n + 1, 4);
+    REQUIRE(zero == 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const double q = double(x[static_cast<size_t>(i)] / s);  // the f32 quotient, as defined
+      INFO("i " << i << " x " << x[static_cast<size_t>(i)]);
+      REQUIRE(double(row[static_cast<size_t>(i)]) == ocp_e4m3(nearest_code(std::clamp(q, -448.0, 448.0))));
+    }
+  }
+  // An all-zero row: scale 0, values 0.
+  std::vector<float> zeros(64, 0.0f), row(66, 1.0f);
+  quantize_activations_f8(zeros.data(), row.data(), 64);
+  REQUIRE(f8_act_scale(row.data(), 64) == 0.0f);
+  for (int i = 0; i < 64; ++i) REQUIRE(row[static_cast<size_t>(i)] == 0.0f);
+}
+
+TEST_CASE("W8A8-FP8 dot: every ISA and the matmul equal the scalar twin, which is within rounding of float64", "[fp8][matmul]") {
+  const CpuTypeTraits& e = *cpu_type_traits(DType::f8_w8a8);
+  REQUIRE(e.vec_dot_type == DType::f8_act);
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t n : {int64_t{32}, int64_t{64}, int64_t{2080}}) {
+    const auto w = random_rows(3, n, 41 + static_cast<uint64_t>(n));
+    const auto x = activation_floats(9 * n, 17);
+    const int64_t a_row = 4 * n + 8;
+    std::vector<uint8_t> act(static_cast<size_t>(9 * a_row));
+    for (int64_t r = 0; r < 9; ++r) quantize_activations_f8(x.data() + r * n, act.data() + r * a_row, n);
+    for (int64_t o = 0; o < 3; ++o) {
+      const uint8_t* row = w.data() + o * (n + 8);
+      std::vector<float> ref(9);
+      qdot_f8_w8a8_ref(row, act.data(), a_row, 9, n, ref.data(), 1);
+      for (int64_t r = 0; r < 9; ++r) {  // against float64: exact products, n/16 + 4 roundings, the scales
+        const auto* a = reinterpret_cast<const float*>(act.data() + r * a_row);
+        double exact = 0, mag = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double p = ocp_e4m3(row[static_cast<size_t>(i)]) * double(a[i]);
+          exact += p;
+          mag += std::fabs(p);
+        }
+        const double s = double(f8_row_scale(row, n)) * double(f8_act_scale(a, n));
+        CHECK(std::fabs(double(ref[static_cast<size_t>(r)]) - exact * s) <= (double(n) / 16 + 6) * u * mag * s * 1.01);
+      }
+      for (CpuIsa isa : supported_isas()) {
+        INFO("isa " << isa_name(isa) << " n " << n);
+        for (int64_t n_a = 1; n_a <= 9; ++n_a) {
+          std::vector<float> y(static_cast<size_t>(n_a));
+          e.dot(isa)(row, act.data(), a_row, n_a, n, y.data(), 1);
+          for (int64_t r = 0; r < n_a; ++r) REQUIRE(same_bits(y[static_cast<size_t>(r)], ref[static_cast<size_t>(r)]));
+        }
+      }
+    }
+  }
+  // Through the matmul: activations quantized per row, the same bits at every row count and ISA.
+  ThreadPool pool(3);
+  const int64_t n_in = 96, n_out = 37;
+  auto bytes = random_rows(n_out, n_in, 7);
+  const TensorView w = TensorView::contiguous(DType::f8_w8a8, 2, {n_in, n_out, 1, 1}, bytes.data());
+  const auto x = activation_floats(40 * n_in, 5);
+  std::vector<float> ref(static_cast<size_t>(40 * n_out));
+  matmul_ref(w, x.data(), 40, n_in, ref.data(), n_out);
+  std::vector<uint8_t> act(static_cast<size_t>(4 * n_in + 8));
+  quantize_activations_f8(x.data() + 3 * n_in, act.data(), n_in);
+  REQUIRE(same_bits(ref[static_cast<size_t>(3 * n_out + 5)], qdot(qdot_f8_w8a8_ref, bytes.data() + 5 * (n_in + 8), act.data(), n_in)));
+  for (CpuIsa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{40}}) {
+      std::vector<float> y(static_cast<size_t>(rows * n_out));
+      matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
+      for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
+    }
+  }
 }

@@ -82,6 +82,10 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::i4_g128, .to_float_ref = dequantize_i4_g128, .to_float_avx2 = dequantize_i4_g128,
      .from_float = quantize_row_i4_g128, .vec_dot_type = DType::f32, .dot_ref = qdot_i4_g128_ref,
      .dot_avx2 = qdot_i4_g128_avx2, .dot_avx512 = qdot_i4_g128_avx512},
+    {.type = DType::f8_w8a8, .to_float_ref = dequantize_f8_row, .to_float_avx2 = dequantize_f8_row,
+     .from_float = quantize_row_f8_row, .vec_dot_type = DType::f8_act, .dot_ref = qdot_f8_w8a8_ref,
+     .dot_avx2 = qdot_f8_w8a8_avx2, .dot_avx512 = qdot_f8_w8a8_avx512},
+    {.type = DType::f8_act, .from_float_activation = quantize_activations_f8},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

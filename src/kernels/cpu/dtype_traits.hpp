@@ -20,6 +20,9 @@
 //                                                                                   avx512
 //  F8E4M3_ROW  ref         per-channel        copy                    F32           ref, avx2 -
 //  F8E4M3_TENSOR                                                                    avx512
+//  F8E4M3_W8A8 ref         per-channel        -                       F8E4M3_ACT    ref, avx2 -
+//                                                                                   avx512
+//  F8E4M3_ACT  -           -                  per-token (fp8_rows)    -             -         -
 //  I4_G32      ref         group search       copy                    F32           ref, avx2 -
 //  I4_G64,                 (int4_groups)                                            avx512
 //  I4_G128

@@ -101,6 +101,10 @@ QDotKernel qdot_i8_row_avx512;
 QDotKernel qdot_f8_row_ref;
 QDotKernel qdot_f8_row_avx2;
 QDotKernel qdot_f8_row_avx512;
+// The same weights against FP8 activations (DType::f8_w8a8 with f8_act rows: W8A8-FP8).
+QDotKernel qdot_f8_w8a8_ref;
+QDotKernel qdot_f8_w8a8_avx2;
+QDotKernel qdot_f8_w8a8_avx512;
 
 // INT4 weights in groups of 32, 64, 128 (DType::i4_g*) against F32 activations (arithmetic in
 // quant/int4_groups.hpp: per group 16 lanes of fused products, folded by the group's scale; a fixed

@@ -1,6 +1,7 @@
-// The scalar twin of the FP8 E4M3 weight-only dot (quant/fp8_rows.hpp states the arithmetic):
-// 16 lanes of fused products of exactly decoded codes and F32 activations, a fixed tree, one
-// product with the row's scale.
+// The scalar twin of the FP8 E4M3 dots (quant/fp8_rows.hpp states the arithmetic): 16 lanes of
+// fused products of exactly decoded codes and F32 activations, a fixed tree, one product with the
+// row's scale (weight-only), or with the product of the row's and the activation row's (W8A8: the
+// activations are decoded e4m3 values).
 #include <cassert>
 #include <cmath>
 
@@ -8,14 +9,16 @@
 #include "quant/fp8_rows.hpp"
 
 namespace infer {
+namespace {
 
-void qdot_f8_row_ref(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y,
-                     int64_t y_stride) noexcept {
+template <bool kW8A8>
+void dot(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept {
   assert(n >= 0 && n % kF8RowBlock == 0);
   const auto* q = static_cast<const uint8_t*>(w);
-  const float s = f8_row_scale(w, n);
+  const float sw = f8_row_scale(w, n);
   for (int64_t r = 0; r < n_a; ++r) {
     const auto* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a) + r * a_stride);
+    const float s = kW8A8 ? sw * f8_act_scale(x, n) : sw;
     float acc[16] = {};
     for (int64_t i = 0; i < n; ++i) acc[i % 16] = std::fma(e4m3_to_f32(q[i]), x[i], acc[i % 16]);
     float t[8], u[4];
@@ -24,6 +27,15 @@ void qdot_f8_row_ref(const void* w, const void* a, int64_t a_stride, int64_t n_a
     const float v0 = u[0] + u[2], v1 = u[1] + u[3];
     y[r * y_stride] = (v0 + v1) * s;
   }
+}
+
+}  // namespace
+
+void qdot_f8_row_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  dot<false>(w, a, as, n_a, n, y, ys);
+}
+void qdot_f8_w8a8_ref(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  dot<true>(w, a, as, n_a, n, y, ys);
 }
 
 }  // namespace infer

@@ -26,7 +26,7 @@ inline float finish(__m512 acc, float s) {
 }
 
 template <int R>
-void rows_dot(const uint8_t* q, float s, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+void rows_dot(const uint8_t* q, const float* s, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
@@ -34,20 +34,35 @@ void rows_dot(const uint8_t* q, float s, const uint8_t* a, int64_t as, int64_t n
     for (int r = 0; r < R; ++r)
       acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(reinterpret_cast<const float*>(a + r * as) + i), acc[r]);
   }
-  for (int r = 0; r < R; ++r) y[r * ys] = finish(acc[r], s);
+  for (int r = 0; r < R; ++r) y[r * ys] = finish(acc[r], s[r]);
+}
+
+// The row's scale (weight-only), or its product with each activation row's (W8A8).
+template <bool kW8A8>
+void dot(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept {
+  assert(n >= 0 && n % kF8RowBlock == 0);
+  const auto* q = static_cast<const uint8_t*>(w);
+  const float sw = f8_row_scale(w, n);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  const auto scale = [&](int64_t r) { return kW8A8 ? sw * f8_act_scale(ab + r * a_stride, n) : sw; };
+  int64_t r = 0;
+  for (; r + 4 <= n_a; r += 4) {
+    const float s[4] = {scale(r), scale(r + 1), scale(r + 2), scale(r + 3)};
+    rows_dot<4>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+  }
+  for (; r < n_a; ++r) {
+    const float s[1] = {scale(r)};
+    rows_dot<1>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+  }
 }
 
 }  // namespace
 
-void qdot_f8_row_avx512(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n, float* y,
-                        int64_t y_stride) noexcept {
-  assert(n >= 0 && n % kF8RowBlock == 0);
-  const auto* q = static_cast<const uint8_t*>(w);
-  const float s = f8_row_scale(w, n);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) rows_dot<4>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
-  for (; r < n_a; ++r) rows_dot<1>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+void qdot_f8_row_avx512(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  dot<false>(w, a, as, n_a, n, y, ys);
+}
+void qdot_f8_w8a8_avx512(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
+  dot<true>(w, a, as, n_a, n, y, ys);
 }
 
 }  // namespace infer

@@ -632,18 +632,10 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
           }
           tensor_scale = amax / 448.0f;
         }
-        const int n_threads = static_cast<int>(std::clamp<int64_t>(rows / 16, 1, std::max(1, o.threads)));
-        std::vector<Status> status(static_cast<size_t>(n_threads));
-        const auto work = [&](int k) {
-          status[static_cast<size_t>(k)] = quantize_rows(*tp, from, smoothing, o.scheme, tensor_scale, rows * k / n_threads,
-                                                         rows * (k + 1) / n_threads, dst.data(), scales->data());
-        };
-        std::vector<std::thread> pool;
-        for (int k = 1; k < n_threads; ++k) pool.emplace_back(work, k);
-        work(0);
-        for (auto& th : pool) th.join();
-        for (const Status& s : status)
-          if (!s.is_ok()) return s;
+        const Status done = parallel_rows(rows, o.threads, [&](int64_t b, int64_t e) {
+          return quantize_rows(*tp, from, smoothing, o.scheme, tensor_scale, b, e, dst.data(), scales->data());
+        });
+        if (!done.is_ok()) return done;
         if (o.progress) o.progress(tp->nbytes(), tp->name);
         return Status::ok();
       };

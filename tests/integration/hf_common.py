@@ -15,7 +15,7 @@ import sys
 bin_dir, lib_path, root = sys.argv[1:4]
 os.environ["LIBINFER_LIBRARY"] = lib_path
 sys.path.insert(0, os.path.join(root, "bindings/python/src"))
-import libinfer  # noqa: E402,F401  (re-exported)
+import libinfer  # noqa: E402
 
 models = os.path.join(root, "tests/data/models")
 text_path = os.path.join(root, "tests/data/text/corpus.txt")
@@ -132,6 +132,72 @@ def rebuild_smoothed(src, dst, record, gemma):
     shutil.copytree(src, dst)
     write_safetensors(os.path.join(dst, "model.safetensors"),
                       [(k, "F32", v.shape, np.ascontiguousarray(v).tobytes()) for k, v in sorted(weights.items())])
+
+
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
+
+
+def is_linear(name):
+    return name.startswith("model.layers.") and name.endswith(".weight") and name.split(".")[-2] in LINEAR
+
+
+with open(text_path) as f:
+    prompt = f.read()[:600]
+
+
+def logits_of(model, weight_type=None):
+    """The prompt's logits (every position) through the Python binding, greedy, 2 threads."""
+    with libinfer.Engine(model, threads=2, weight_type=weight_type) as engine:
+        c = engine.generate(prompt, max_tokens=1, temperature=0, prompt_logprobs_from=1, prompt_logits=True)
+        return c.prompt_logits
+
+
+def perplexity(model, weight_type=None):
+    """infer-perplexity's output lines (timings left out) over 3 chunks of 128 tokens."""
+    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]
+    if weight_type:
+        args += ["--weight-type", weight_type]
+    out = run(args).stdout
+    return [line for line in out.splitlines() if "scored in" not in line and line.strip()]
+
+
+def refused(tmp, good, label, edit, expect):
+    """A copy of the directory `good` changed by edit(dir) must be refused by infer-perplexity: a non-zero
+    exit (no crash) and `expect` in its one-line error."""
+    d = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
+    shutil.copytree(good, d)
+    edit(d)
+    p = run([tool("infer-perplexity"), "-m", d, "-f", text_path, "-c", "64", "--chunks", "1"], ok=False)
+    err = p.stderr.strip()
+    if p.returncode in (0,) or p.returncode < 0 or expect not in err:
+        failures.append(f"refusal '{label}': exit {p.returncode}, stderr {err[-300:]!r} (expected '{expect}')")
+    else:
+        checked.append(f"refusal '{label}': {err.splitlines()[-1][:160]}")
+
+
+def edit_config(fn):
+    """An edit of a directory: fn(config) changes its config.json."""
+    def edit(d):
+        with open(os.path.join(d, "config.json")) as f:
+            config = json.load(f)
+        fn(config)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(config, f)
+    return edit
+
+
+def edit_tensors(fn):
+    """An edit of a directory: fn([(name, dtype, shape, bytes)]) in file order rewrites model.safetensors."""
+    def edit(d):
+        w = os.path.join(d, "model.safetensors")
+        with open(w, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        tensors = [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+                   for k, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])]
+        write_safetensors(w, fn(tensors))
+    return edit
 
 
 def finish():

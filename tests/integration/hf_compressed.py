@@ -42,13 +42,13 @@ usage: hf_compressed.py BIN_DIR LIBINFER_SO REPO_ROOT
 import json
 import os
 import shutil
-import struct
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, read_imatrix_dat,  # noqa: E402
-                       read_safetensors, rebuild_smoothed, run, smoothing_groups, text_path, tool, write_safetensors)
+from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, is_linear,  # noqa: E402
+                       logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused,
+                       run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
@@ -156,13 +156,6 @@ def check_smoothing(src, imat, record, gemma, alpha=0.5):
     return bad
 
 
-LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
-
-
-def is_linear(name):
-    return name.startswith("model.layers.") and name.endswith(".weight") and name.split(".")[-2] in LINEAR
-
-
 def scheme_config(scheme, fmt=None):
     weights = {"num_bits": 8, "type": "int" if scheme == "int8" else "float",
                "strategy": "tensor" if scheme in ("fp8-tensor", "fp8-static") else "channel", "symmetric": True,
@@ -208,24 +201,6 @@ def write_pair(src, snapped_dir, compressed_dir, scheme, scale_dtype):
     config["quantization_config"] = scheme_config(scheme)
     with open(os.path.join(compressed_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-
-
-with open(text_path) as f:
-    prompt = f.read()[:600]
-
-
-def logits_of(model, weight_type=None):
-    with libinfer.Engine(model, threads=2, weight_type=weight_type) as engine:
-        c = engine.generate(prompt, max_tokens=1, temperature=0, prompt_logprobs_from=1, prompt_logits=True)
-        return c.prompt_logits
-
-
-def perplexity(model, weight_type=None):
-    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]
-    if weight_type:
-        args += ["--weight-type", weight_type]
-    out = run(args).stdout
-    return [line for line in out.splitlines() if "scored in" not in line and line.strip()]
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -347,61 +322,29 @@ with tempfile.TemporaryDirectory() as tmp:
     good_snapped, good = os.path.join(tmp, "bad-base-f32"), os.path.join(tmp, "bad-base")
     write_pair(src, good_snapped, good, "int8", "F32")
 
-    def refused(label, edit, expect):
-        d = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
-        shutil.copytree(good, d)
-        edit(d)
-        p = run([tool("infer-perplexity"), "-m", d, "-f", text_path, "-c", "64", "--chunks", "1"], ok=False)
-        err = p.stderr.strip()
-        if p.returncode in (0,) or p.returncode < 0 or expect not in err:
-            failures.append(f"refusal '{label}': exit {p.returncode}, stderr {err[-300:]!r} (expected '{expect}')")
-        else:
-            checked.append(f"refusal '{label}': {err.splitlines()[-1][:160]}")
-
-    def edit_config(fn):
-        def edit(d):
-            with open(os.path.join(d, "config.json")) as f:
-                config = json.load(f)
-            fn(config)
-            with open(os.path.join(d, "config.json"), "w") as f:
-                json.dump(config, f)
-        return edit
-
-    def edit_tensors(fn):
-        def edit(d):
-            w = os.path.join(d, "model.safetensors")
-            with open(w, "rb") as f:
-                n = struct.unpack("<Q", f.read(8))[0]
-                header = json.loads(f.read(n))
-                data = f.read()
-            tensors = [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
-                       for k, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])]
-            write_safetensors(w, fn(tensors))
-        return edit
-
     def groups(c):
         return c["quantization_config"]["config_groups"]["group_0"]
 
-    refused("quant_method gptq", edit_config(lambda c: c["quantization_config"].update(quant_method="gptq")),
+    refused(tmp, good, "quant_method gptq", edit_config(lambda c: c["quantization_config"].update(quant_method="gptq")),
             "quant_method 'gptq' is not supported")
-    refused("pack-quantized 8-bit", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
+    refused(tmp, good, "pack-quantized 8-bit", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
             "8-bit pack-quantized weights (W8A16) are not supported")
-    refused("4-bit weights not packed", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)),
+    refused(tmp, good, "4-bit weights not packed", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)),
             "4-bit weights must be stored pack-quantized")
-    refused("group strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
+    refused(tmp, good, "group strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
             "strategy 'group' is not supported")
-    refused("asymmetric", edit_config(lambda c: groups(c)["weights"].update(symmetric=False)), "asymmetric")
-    refused("frozen status", edit_config(lambda c: c["quantization_config"].update(quantization_status="frozen")),
+    refused(tmp, good, "asymmetric", edit_config(lambda c: groups(c)["weights"].update(symmetric=False)), "asymmetric")
+    refused(tmp, good, "frozen status", edit_config(lambda c: c["quantization_config"].update(quantization_status="frozen")),
             "quantization_status 'frozen'")
-    refused("no quantization_config", edit_config(lambda c: c.pop("quantization_config")), "has no compressed-tensors quantization_config")
-    refused("missing scale", edit_tensors(lambda ts: [t for t in ts if not t[0].endswith("down_proj.weight_scale")]),
+    refused(tmp, good, "no quantization_config", edit_config(lambda c: c.pop("quantization_config")), "has no compressed-tensors quantization_config")
+    refused(tmp, good, "missing scale", edit_tensors(lambda ts: [t for t in ts if not t[0].endswith("down_proj.weight_scale")]),
             "has no weight_scale tensor")
-    refused("non-zero zero point", edit_tensors(lambda ts: ts + [("model.layers.0.mlp.up_proj.weight_zero_point", "I8",
+    refused(tmp, good, "non-zero zero point", edit_tensors(lambda ts: ts + [("model.layers.0.mlp.up_proj.weight_zero_point", "I8",
                                                                  [128, 1], bytes([1]) * 128)]),
             "non-zero zero point")
-    refused("scale of a float weight", edit_tensors(lambda ts: ts + [("model.norm.weight_scale", "F32", [1], bytes(4))]),
+    refused(tmp, good, "scale of a float weight", edit_tensors(lambda ts: ts + [("model.norm.weight_scale", "F32", [1], bytes(4))]),
             "belongs to no INT8 / FP8 / INT4 weight")
-    refused("scales of the wrong count", edit_tensors(
+    refused(tmp, good, "scales of the wrong count", edit_tensors(
         lambda ts: [(n, d, [3, 1], b[:12]) if n.endswith("o_proj.weight_scale") else (n, d, s, b) for n, d, s, b in ts]),
             "3 scales for 64 rows")
 

@@ -37,17 +37,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (checked, failures, finish, gguf_and_directory, libinfer, make_args, read_imatrix_dat,  # noqa: E402
-                       read_safetensors, rebuild_smoothed, run, smoothing_groups, text_path, tool, write_safetensors)
+from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, is_linear,  # noqa: E402
+                       logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused,
+                       run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
-
-LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
-
-
-def is_linear(name):
-    return name.startswith("model.layers.") and name.endswith(".weight") and name.split(".")[-2] in LINEAR
-
 
 def pack_rows(v):
     """compressed-tensors' pack_to_int32 of int4 values v [rows, n] (n a multiple of 8) along the columns."""
@@ -133,24 +127,6 @@ def write_pair(src, snapped_dir, compressed_dir, group, symmetric, seed):
     config["quantization_config"] = scheme_config(group, symmetric)
     with open(os.path.join(compressed_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-
-
-with open(text_path) as f:
-    prompt = f.read()[:600]
-
-
-def logits_of(model, weight_type=None):
-    with libinfer.Engine(model, threads=2, weight_type=weight_type) as engine:
-        c = engine.generate(prompt, max_tokens=1, temperature=0, prompt_logprobs_from=1, prompt_logits=True)
-        return c.prompt_logits
-
-
-def perplexity(model, weight_type=None):
-    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]
-    if weight_type:
-        args += ["--weight-type", weight_type]
-    out = run(args).stdout
-    return [line for line in out.splitlines() if "scored in" not in line and line.strip()]
 
 
 def worst_relative(a, b):
@@ -354,57 +330,30 @@ with tempfile.TemporaryDirectory() as tmp:
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
     good = os.path.join(tmp, "ref-g128-s-ct")
 
-    def refused(label, edit, expect):
-        d = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
-        shutil.copytree(good, d)
-        edit(d)
-        p = run([tool("infer-perplexity"), "-m", d, "-f", text_path, "-c", "64", "--chunks", "1"], ok=False)
-        err = p.stderr.strip()
-        if p.returncode == 0 or p.returncode < 0 or expect not in err:
-            failures.append(f"refusal '{label}': exit {p.returncode}, stderr {err[-300:]!r} (expected '{expect}')")
-        else:
-            checked.append(f"refusal '{label}': {err.splitlines()[-1][:160]}")
-
-    def edit_config(fn):
-        def edit(d):
-            with open(os.path.join(d, "config.json")) as f:
-                config = json.load(f)
-            fn(config)
-            with open(os.path.join(d, "config.json"), "w") as f:
-                json.dump(config, f)
-        return edit
-
-    def edit_tensors(fn):
-        def edit(d):
-            path = os.path.join(d, "model.safetensors")
-            ts = read_safetensors(path)
-            write_safetensors(path, fn([(k, v[0], v[1], v[2]) for k, v in sorted(ts.items())]))
-        return edit
-
     def weights_of(c):
         return c["quantization_config"]["config_groups"]["group_0"]["weights"]
 
     W = "model.layers.0.self_attn.o_proj."
-    refused("W4A8", edit_config(lambda c: c["quantization_config"]["config_groups"]["group_0"].update(
+    refused(tmp, good, "W4A8", edit_config(lambda c: c["quantization_config"]["config_groups"]["group_0"].update(
         input_activations={"num_bits": 8, "type": "int", "strategy": "token", "symmetric": True, "dynamic": True})),
             "W4A8")
-    refused("actorder group", edit_config(lambda c: weights_of(c).update(actorder="group")), "actorder 'group'")
-    refused("tensor strategy", edit_config(lambda c: weights_of(c).update(strategy="tensor")),
+    refused(tmp, good, "actorder group", edit_config(lambda c: weights_of(c).update(actorder="group")), "actorder 'group'")
+    refused(tmp, good, "tensor strategy", edit_config(lambda c: weights_of(c).update(strategy="tensor")),
             "strategy 'tensor' is not supported for 4-bit weights")
-    refused("group index", edit_tensors(lambda ts: ts + [(W + "weight_g_idx", "I32", [256], bytes(1024))]), "group index")
-    refused("weight_shape disagrees", edit_tensors(
+    refused(tmp, good, "group index", edit_tensors(lambda ts: ts + [(W + "weight_g_idx", "I32", [256], bytes(1024))]), "group index")
+    refused(tmp, good, "weight_shape disagrees", edit_tensors(
         lambda ts: [(n, d, s, np.array([256, 128], dtype="<i8").tobytes()) if n == W + "weight_shape" else (n, d, s, b)
                     for n, d, s, b in ts]), "weight_shape is [256, 128]")
-    refused("packed weight not I32", edit_tensors(
+    refused(tmp, good, "packed weight not I32", edit_tensors(
         lambda ts: [(n, "F32", s, b) if n == W + "weight_packed" else (n, d, s, b) for n, d, s, b in ts]),
             "must be an I32 matrix")
-    refused("missing scales", edit_tensors(lambda ts: [t for t in ts if t[0] != W + "weight_scale"]), "has no weight_scale tensor")
-    refused("groups of 16", edit_tensors(
+    refused(tmp, good, "missing scales", edit_tensors(lambda ts: [t for t in ts if t[0] != W + "weight_scale"]), "has no weight_scale tensor")
+    refused(tmp, good, "groups of 16", edit_tensors(
         lambda ts: [(n, d, [s[0], 16], np.zeros((s[0], 16), dtype="<f4").tobytes()) if n == W + "weight_scale" else (n, d, s, b)
                     for n, d, s, b in ts]), "groups of 16 columns")
-    refused("zero points of the wrong rows", edit_tensors(lambda ts: ts + [(W + "weight_zero_point", "I32", [3, 2], bytes(24))]),
+    refused(tmp, good, "zero points of the wrong rows", edit_tensors(lambda ts: ts + [(W + "weight_zero_point", "I32", [3, 2], bytes(24))]),
             "rows of packed zero points")
-    refused("negative scale", edit_tensors(
+    refused(tmp, good, "negative scale", edit_tensors(
         lambda ts: [(n, d, s, np.full(np.prod(s), -1, dtype="<f4").tobytes()) if n == W + "weight_scale" else (n, d, s, b)
                     for n, d, s, b in ts]), "a scale is negative or not finite")
 

@@ -55,6 +55,16 @@ using QDotKernel = void(const void* w, const void* a, int64_t a_stride, int64_t 
                         int64_t y_stride) noexcept;
 using QDotFn = QDotKernel*;
 
+// The kernels' walk over activation rows: rows.template operator()<4>(r) for r = 0, 4, ... while
+// four remain (one pass over the weight row serves four activation rows), then
+// rows.template operator()<1>(r) for each row left.
+template <typename Rows>
+inline void by_fours(int64_t n_a, Rows&& rows) {
+  int64_t r = 0;
+  for (; r + 4 <= n_a; r += 4) rows.template operator()<4>(r);
+  for (; r < n_a; ++r) rows.template operator()<1>(r);
+}
+
 // One dot with a kernel of the above.
 inline float qdot(QDotFn kernel, const void* w, const void* a, int64_t n) noexcept {
   float y;

@@ -45,15 +45,11 @@ void dot(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n,
   const float sw = f8_row_scale(w, n);
   const auto* ab = static_cast<const uint8_t*>(a);
   const auto scale = [&](int64_t r) { return kW8A8 ? sw * f8_act_scale(ab + r * a_stride, n) : sw; };
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) {
-    const float s[4] = {scale(r), scale(r + 1), scale(r + 2), scale(r + 3)};
-    rows_dot<4>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
-  }
-  for (; r < n_a; ++r) {
-    const float s[1] = {scale(r)};
-    rows_dot<1>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
-  }
+  by_fours(n_a, [&]<int R>(int64_t r) {
+    float s[R];
+    for (int k = 0; k < R; ++k) s[k] = scale(r + k);
+    rows_dot<R>(q, s, ab + r * a_stride, a_stride, n, y + r * y_stride, y_stride);
+  });
 }
 
 }  // namespace

@@ -71,9 +71,7 @@ void dot(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float
   assert(n >= 0 && n % G == 0);
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) rows_dot<G, 4>(wb, ab + r * as, as, n, y + r * ys, ys);
-  for (; r < n_a; ++r) rows_dot<G, 1>(wb, ab + r * as, as, n, y + r * ys, ys);
+  by_fours(n_a, [&]<int R>(int64_t r) { rows_dot<G, R>(wb, ab + r * as, as, n, y + r * ys, ys); });
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ Result<Imatrix> compute_imatrix(const CalibrationOptions& o) {
   config.on_matmul = [&](const MatmulInput& in) {
     if (!observed.is_ok() || !collector.wants(in.weight, in.rows)) return;
     observed = collector.add(in.weight, in.data, in.cols, in.rows, in.row_stride);
+    if (observed.is_ok() && o.observe) observed = o.observe(in);
   };
   auto created = Engine::create(o.model, config);
   if (!created.ok()) return created.status();

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/imatrix.hpp"
+#include "infer/engine.hpp"
 #include "infer/status.hpp"
 
 namespace infer::tools {
@@ -26,6 +28,9 @@ struct CalibrationOptions {
   int threads = 0;             // 0 = all cores
   bool process_output = false; // also collect output.weight
   const char* tool = "";       // the name in progress lines
+  // Also sees every product the importance matrix collects (GPTQ's second moments); its first
+  // error ends the run.
+  std::function<Status(const MatmulInput&)> observe;
 };
 
 // The importance matrix of the run (datasets = {text_path}, chunk_size = n_ctx). Progress on

@@ -20,6 +20,7 @@
 #include "format/safetensors.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "quant/fp8_rows.hpp"
+#include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
 
@@ -117,8 +118,13 @@ ScalePrecision scale_precision(DType src) {
 // Rows [begin, end) of a float matrix as INT4 groups: each row's signed values packed eight to a
 // word into `words` (rows x n / 8), its group scales and zero points into `scales` / `zeros`
 // (rows x n / group).
+struct GptqFactor {
+  std::vector<double> u;
+  std::vector<bool> dead;
+};
+
 Status quantize_rows_i4(const safetensors::Tensor& t, DType src, const MatrixSmoothing* sm, const I4QuantOptions& q,
-                        int64_t begin, int64_t end, int32_t* words, float* scales, int8_t* zeros) {
+                        const GptqFactor* gptq, int64_t begin, int64_t end, int32_t* words, float* scales, int8_t* zeros) {
   const int64_t n = t.shape[1], groups = n / q.group;
   const DType type = *i4_type_of_group(q.group);
   std::vector<float> row(static_cast<size_t>(n));
@@ -128,7 +134,8 @@ Status quantize_rows_i4(const safetensors::Tensor& t, DType src, const MatrixSmo
     smoothed_row(t, src, sm, r, row.data());
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
-    quantize_row_i4(row.data(), blocks.data(), n, q);
+    if (gptq) quant::gptq_quantize_row(row.data(), n, gptq->u, gptq->dead, q, blocks.data());
+    else quantize_row_i4(row.data(), blocks.data(), n, q);
     i4_row_to_compressed(blocks.data(), type, n, values.data(), scales + r * groups, zeros + r * groups);
     pack_int4_words(values.data(), n, words + r * (n / 8));
   }
@@ -205,6 +212,9 @@ struct SmoothingPlan {
   // Each linear layer's input columns' mean square after smoothing (a_j^2 / s_j^2), by Hugging Face
   // name: INT4's quantizer weighs each column's error by it.
   std::map<std::string, std::vector<float>> importance;
+  // Each linear layer's input, by Hugging Face name: the importance matrix's key of the group
+  // ("blk.3.attn_q.weight" for q/k/v), under which GPTQ's second moments are collected too.
+  std::map<std::string, std::string> input_key;
   bool norm_plus_one = false;                       // Gemma: the stored w acts as 1 + w
   Json record = Json::array();                      // smoothquant.json's / awq.json's groups
 };
@@ -342,6 +352,7 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
     for (const Rows& p : parts) {
       plan.matrices[p.t->name].cols = sc;
       plan.importance[p.t->name] = imp;
+      plan.input_key[p.t->name] = key;
       names.push_back(p.t->name);
     }
     Json entry;
@@ -410,6 +421,7 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
       INFER_ASSIGN_OR_RETURN(const std::vector<float>* a, stat(blk + "attn_output.weight", o->shape[1]));
       std::vector<float>& imp = plan.importance[o->name];
       for (float v : *a) imp.push_back(v * v);
+      plan.input_key[o->name] = blk + "attn_output.weight";
     }
   }
   if (plan.norms.empty()) return unsupported("SmoothQuant: no decoder layer found (no '...layers.N.input_layernorm.weight')");
@@ -421,8 +433,8 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
 // at bits 4 (r mod 8) of word r / 8, as compressed-tensors packs along dimension 0; the padding
 // rows' bits zero).
 Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& t, DType src, const MatrixSmoothing* smoothing,
-                        const std::vector<float>* importance, const I4QuantOptions& base, const CompressedOptions& o,
-                        CompressedSummary& sum) {
+                        const std::vector<float>* importance, const Hessian* hessian, const I4QuantOptions& base,
+                        const CompressedOptions& o, CompressedSummary& sum) {
   const int64_t rows = t.shape[0], n = t.shape[1], groups = n / base.group;
   const std::string module = t.name.substr(0, t.name.size() - 7);
   struct Out {
@@ -435,11 +447,29 @@ Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& 
   I4QuantOptions q = base;
   q.importance = importance ? importance->data() : nullptr;
   const safetensors::Tensor* tp = &t;
+  if (hessian && hessian->n != n)
+    return invalid_argument(t.name + ": GPTQ's second moments have " + std::to_string(hessian->n) + " columns, the weight " +
+                            std::to_string(n));
   INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_packed", safetensors::Dtype::i32, {rows, n / 8},
-                                          [tp, src, smoothing, q, out, &o](std::span<uint8_t> dst) -> Status {
+                                          [tp, src, smoothing, q, out, hessian, &o](std::span<uint8_t> dst) -> Status {
     auto* words = reinterpret_cast<int32_t*>(dst.data());
+    // GPTQ: the input's second moments in the smoothed space (x / s: H_ij / (s_i s_j)), factored.
+    std::optional<GptqFactor> gptq;
+    if (hessian) {
+      const int64_t m = hessian->n;
+      std::vector<double> h(hessian->sum);
+      if (smoothing && !smoothing->cols.empty())
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < m; ++j)
+            h[static_cast<size_t>(i * m + j)] /= double(smoothing->cols[static_cast<size_t>(i)]) * smoothing->cols[static_cast<size_t>(j)];
+      gptq.emplace();
+      auto u = quant::gptq_factor(h, m, gptq->dead);
+      if (!u.ok()) return Status(u.status().code(), tp->name + ": " + u.status().message());
+      gptq->u = std::move(u).value();
+    }
     const Status done = parallel_rows(tp->shape[0], o.threads, [&](int64_t b, int64_t e) {
-      return quantize_rows_i4(*tp, src, smoothing, q, b, e, words, out->scales.data(), out->zeros.data());
+      return quantize_rows_i4(*tp, src, smoothing, q, gptq ? &*gptq : nullptr, b, e, words, out->scales.data(),
+                              out->zeros.data());
     });
     if (!done.is_ok()) return done;
     if (o.progress) o.progress(tp->nbytes(), tp->name);
@@ -543,6 +573,13 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     const FactorFn factors = int4 ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads) : smoothquant_factors(o.smooth_alpha);
     INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, int4 ? o.on_awq_group : nullptr));
   }
+  const auto hessian_of = [&](const std::string& name) -> const Hessian* {
+    if (!plan || !o.hessians) return nullptr;
+    auto key = plan->input_key.find(name);
+    if (key == plan->input_key.end()) return nullptr;
+    auto it = o.hessians->find(key->second);
+    return it == o.hessians->end() ? nullptr : &it->second;
+  };
   const auto importance_of = [&](const std::string& name) -> const std::vector<float>* {
     if (!plan) return nullptr;
     auto it = plan->importance.find(name);
@@ -614,7 +651,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       }
       ++sum.quantized;
       if (int4) {
-        INFER_RETURN_IF_ERROR(add_int4_tensors(writer, t, *src, smoothing, importance_of(t.name), i4_base, o, sum));
+        INFER_RETURN_IF_ERROR(add_int4_tensors(writer, t, *src, smoothing, importance_of(t.name), hessian_of(t.name), i4_base, o, sum));
         continue;
       }
       const bool per_tensor = o.scheme == "fp8-tensor";
@@ -671,11 +708,13 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   }
   INFER_RETURN_IF_ERROR(writer.write((out / "model.safetensors").string()));
   if (plan) {  // what was folded where, so that the smoothing can be checked and undone
-    Json record = {{"method", int4 ? "AWQ, power-of-two factors, second-moment loss (libinfer infer-quantize)"
+    Json record = {{"method", int4 ? (o.hessians ? "AWQ, power-of-two factors, second-moment loss; then GPTQ (libinfer infer-quantize)"
+                                                 : "AWQ, power-of-two factors, second-moment loss (libinfer infer-quantize)")
                                    : "SmoothQuant, power-of-two factors (libinfer infer-quantize)"},
                    {"calibration", o.calibration_note},
                    {"groups", plan->record}};
     if (int4) record["grid"] = o.awq_grid;
+    if (int4 && o.hessians) record["gptq"] = {{"dampening", 0.01}, {"actorder", nullptr}, {"inputs", o.hessians->size()}};
     else record["alpha"] = o.smooth_alpha;
     INFER_RETURN_IF_ERROR(write_text(out / (int4 ? "awq.json" : "smoothquant.json"),
                                      record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));

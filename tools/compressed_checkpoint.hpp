@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "hessians.hpp"
 #include "infer/status.hpp"
 
 namespace infer::tools {
@@ -43,6 +44,8 @@ struct CompressedOptions {
   int64_t group = 128;
   bool symmetric = true;
   int awq_grid = 20;
+  // int4 with these (tools/hessians.hpp, by GGUF weight name): GPTQ after AWQ (quant/gptq.hpp).
+  const std::map<std::string, Hessian>* hessians = nullptr;
   // Called after each AWQ group's search with its importance-matrix key, the groups done and all.
   std::function<void(const std::string& key, int done, int total)> on_awq_group;
   // Called after each tensor with the input bytes it held and its name.

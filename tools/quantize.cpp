@@ -10,7 +10,7 @@
 //                  [--keep GLOB]... [--pure] [-t THREADS]
 //   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
-//                  [--group 32|64|128] [--asym]
+//                  [--group 32|64|128] [--asym] [--no-gptq]
 //
 // The second form writes a compressed-tensors checkpoint from a Hugging Face directory
 // (compressed_checkpoint.hpp).
@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,7 +61,7 @@ constexpr const char* kUsage =
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
     "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
-    "                      [--group 32|64|128] [--asym]\n"
+    "                      [--group 32|64|128] [--asym] [--no-gptq]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  int8, fp8, fp8-tensor, fp8-dynamic   a Hugging Face directory to a compressed-tensors checkpoint\n"
@@ -78,10 +79,12 @@ constexpr const char* kUsage =
     "                       llama-quantize --imatrix (K-quants, Q4_0 Q4_1 Q5_0 Q5_1; Q8_0 and floats ignore it)\n"
     "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
     "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it;\n"
-    "                       with int4, AWQ's scale search and importance-weighted rounding)\n"
+    "                       with int4, AWQ's scale search and importance-weighted rounding, and with --calib\n"
+    "                       GPTQ on the calibration's second moments)\n"
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
     "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
+    "  --no-gptq            int4 with --calib: no GPTQ error compensation (AWQ and importance only)\n"
     "  --calib-ctx N        tokens per calibration chunk (default: 512)\n"
     "  --calib-chunks N     calibration chunks at most (default: all the text holds)\n"
     "  --include-weights S  use the importance matrix only for tensors whose name contains S (repeatable)\n"
@@ -99,7 +102,7 @@ struct Options {
   int64_t calib_ctx = 512, calib_chunks = -1;
   double smooth_alpha = 0.5;
   int64_t group = 0;  // int4's columns per scale; 0: not given (128)
-  bool asym = false;
+  bool asym = false, no_gptq = false;
   std::vector<std::string> include_weights, exclude_weights;
 };
 
@@ -125,6 +128,7 @@ Options parse(int argc, char** argv) {
       o.group = cli::parse_int(kTool, kUsage, a, cli::flag_value(kTool, kUsage, argc, argv, i), 32, 128);
       if (o.group != 32 && o.group != 64 && o.group != 128) cli::usage_error(kTool, "--group must be 32, 64 or 128", kUsage);
     } else if (a == "--asym") o.asym = true;
+    else if (a == "--no-gptq") o.no_gptq = true;
     else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--exclude-weights") o.exclude_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "-t" || a == "--threads")
@@ -144,11 +148,12 @@ Options parse(int argc, char** argv) {
       cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib only", kUsage);
     if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8" && o.compressed != "int4")
       cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant (int8) or AWQ (int4), not to " + o.compressed, kUsage);
-    if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
+    if ((o.group != 0 || o.asym || o.no_gptq) && o.compressed != "int4")
+      cli::usage_error(kTool, "--group, --asym and --no-gptq are int4's", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
-  if (o.group != 0 || o.asym) cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
+  if (o.group != 0 || o.asym || o.no_gptq) cli::usage_error(kTool, "--group, --asym and --no-gptq are int4's", kUsage);
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;
@@ -251,7 +256,7 @@ struct Importance {
   int32_t chunk_count = 0;
 };
 
-Importance load_importance(const Options& o) {
+Importance load_importance(const Options& o, const std::function<Status(const MatmulInput&)>& observe = {}) {
   Importance imp;
   Imatrix m;
   if (!o.imatrix.empty()) {
@@ -267,6 +272,7 @@ Importance load_importance(const Options& o) {
     c.max_chunks = o.calib_chunks;
     c.threads = o.threads;
     c.tool = kTool;
+    c.observe = observe;
     auto computed = tools::compute_imatrix(c);
     if (!computed.ok()) cli::fail(kTool, computed.status().message());
     m = std::move(computed).value();
@@ -314,8 +320,13 @@ int write_compressed(const Options& o) {
   c.group = o.group != 0 ? o.group : 128;
   c.symmetric = !o.asym;
   std::map<std::string, std::vector<float>> rms;
-  if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's statistic: the importance matrix's root
-    const Importance importance = load_importance(o);
+  // GPTQ (int4 with a calibration text): the inputs' second moments, from the same run.
+  std::optional<tools::HessianCollector> hessians;
+  if (o.compressed == "int4" && !o.calib.empty() && !o.no_gptq) hessians.emplace(o.threads);
+  if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's / AWQ's statistic: the importance matrix's root
+    const Importance importance =
+        hessians ? load_importance(o, [&](const MatmulInput& in) { return hessians->add(in); }) : load_importance(o);
+    if (hessians) c.hessians = &hessians->result();
     for (const auto& [name, mean_square] : importance.weights) {
       std::vector<float>& r = rms[name];
       for (float v : mean_square) r.push_back(std::sqrt(v));

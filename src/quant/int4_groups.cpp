@@ -126,6 +126,17 @@ void dequantize_groups(const void* src, float* dst, int64_t n) noexcept {
 
 }  // namespace
 
+I4Group i4_choose_group(const float* x, const float* importance, int64_t g, bool symmetric, ScalePrecision p) noexcept {
+  const Choice c = choose(x, importance, g, symmetric, p);
+  return {c.d, c.z};
+}
+
+int i4_code(float x, I4Group grp) noexcept { return grp.d > 0.0f ? code_of(x, grp.d, grp.z) : static_cast<int>(grp.z); }
+
+void i4_store_block(void* dst, int64_t g, int64_t b, I4Group grp, const float* x) noexcept {
+  store_block(block_at(dst, g, b), g, grp.d, grp.z, x);
+}
+
 std::optional<DType> i4_type_of_group(int64_t group) noexcept {
   if (group == 32) return DType::i4_g32;
   if (group == 64) return DType::i4_g64;

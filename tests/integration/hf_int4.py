@@ -24,7 +24,9 @@ AWQ (int4 with --imatrix / --calib): power-of-two factors folded into the norms,
 matrices reading them and up_proj's rows; awq.json records them with the chosen alpha. Checked: the
 factors follow from the importance matrix by the formula for the recorded alpha (float64 here), the
 alpha is on the grid, the smoothed float model rebuilt from the record computes the source's logits
-(Gemma: within rounding), and --calib writes what --imatrix of the same text writes.
+(Gemma: within rounding), and --calib --no-gptq writes what --imatrix of the same text writes.
+GPTQ (--calib's default): the same factors, the codes of most matrices changed, the same bytes on
+one and two threads, and the checkpoint loads (its arithmetic: tests/unit/test_gptq.cpp).
 
 Then the refusals, each one line naming the cause.
 
@@ -279,12 +281,30 @@ with tempfile.TemporaryDirectory() as tmp:
                  "--chunks", "4"])
             written = os.path.join(tmp, prefix + "-awq")
             run([tool("infer-quantize"), src, written, "int4", "--imatrix", imat, "-t", "2"])
+            calib = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
             also = os.path.join(tmp, prefix + "-awq-calib")
-            run([tool("infer-quantize"), src, also, "int4", "--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4",
-                 "-t", "1"])
+            run([tool("infer-quantize"), src, also, "int4", "--no-gptq", "-t", "1"] + calib)
             bad = []
             if read_safetensors(os.path.join(also, "model.safetensors")) != read_safetensors(os.path.join(written, "model.safetensors")):
                 bad.append("--calib (one thread) and --imatrix (two) of the same text write different checkpoints")
+            # GPTQ (--calib's default): the same factors, other codes, the same bytes on any thread count.
+            g1, g2 = os.path.join(tmp, prefix + "-gptq-1"), os.path.join(tmp, prefix + "-gptq-2")
+            run([tool("infer-quantize"), src, g1, "int4", "-t", "1"] + calib)
+            run([tool("infer-quantize"), src, g2, "int4", "-t", "2"] + calib)
+            t1 = read_safetensors(os.path.join(g1, "model.safetensors"))
+            if t1 != read_safetensors(os.path.join(g2, "model.safetensors")):
+                bad.append("GPTQ's checkpoints on one and two threads differ")
+            with open(os.path.join(g1, "awq.json")) as f:
+                grecord = json.load(f)
+            if "GPTQ" not in grecord["method"] or not grecord.get("gptq") or \
+                    [g["log2_scales"] for g in grecord["groups"]] != [g["log2_scales"] for g in json.load(open(os.path.join(also, "awq.json")))["groups"]]:
+                bad.append(f"GPTQ's record: {grecord['method']!r}, {grecord.get('gptq')}, or other AWQ factors than without it")
+            packed = [k for k in t1 if k.endswith("weight_packed")]
+            noq = read_safetensors(os.path.join(also, "model.safetensors"))
+            changed = sum(1 for k in packed if t1[k] != noq[k])
+            if changed < len(packed) // 2:
+                bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
+            logits_of(g1)
             with open(os.path.join(written, "awq.json")) as f:
                 record = json.load(f)
             weights = load_file(os.path.join(src, "model.safetensors"))
@@ -323,7 +343,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 failures.append(f"{label}: " + "; ".join(bad[:4]))
             else:
                 checked.append(f"{label}: {len(record['groups'])} groups ({scaled} scaled), factors as the formula gives "
-                               f"for each recorded alpha; the smoothed float model computes the source's logits")
+                               f"for each recorded alpha; the smoothed float model computes the source's logits; GPTQ "
+                               f"changes the codes of {changed} of {len(packed)} matrices, the same on 1 and 2 threads")
         except Exception as e:
             failures.append(f"{label}: {e}")
 
@@ -359,7 +380,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     for label, args, expect in (
             ("--group 16", [good, os.path.join(tmp, "z"), "int4", "--group", "16"], "--group"),
-            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group and --asym are int4's"),
+            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group, --asym and --no-gptq are int4's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
              "no linear layer to quantize")):
         p = run([tool("infer-quantize")] + args, ok=False)

@@ -1,0 +1,104 @@
+#include "quant/gptq.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace infer::quant {
+namespace {
+
+// In place: a (n x n row major, lower triangle read) becomes its lower Cholesky factor L (a = L Lᵀ),
+// zeros above. False when a is not positive definite.
+bool cholesky_lower(std::vector<double>& a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    double* rj = a.data() + j * n;
+    double s = rj[j];
+    for (int64_t k = 0; k < j; ++k) s -= rj[k] * rj[k];
+    if (!(s > 0.0) || !std::isfinite(s)) return false;
+    const double l = std::sqrt(s);
+    rj[j] = l;
+    for (int64_t i = j + 1; i < n; ++i) {
+      double* ri = a.data() + i * n;
+      double t = ri[j];
+      for (int64_t k = 0; k < j; ++k) t -= ri[k] * rj[k];
+      ri[j] = t / l;
+    }
+    for (int64_t k = j + 1; k < n; ++k) rj[k] = 0.0;
+  }
+  return true;
+}
+
+// M = L⁻¹ for a lower triangular L, row by row: M[i] = (e_i - Σ_{k<i} L[i][k] M[k]) / L[i][i].
+std::vector<double> lower_inverse(const std::vector<double>& l, int64_t n) {
+  std::vector<double> m(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double* mi = m.data() + i * n;
+    const double* li = l.data() + i * n;
+    mi[i] = 1.0;
+    for (int64_t k = 0; k < i; ++k) {
+      const double c = li[k];
+      const double* mk = m.data() + k * n;
+      for (int64_t j = 0; j <= k; ++j) mi[j] -= c * mk[j];
+    }
+    for (int64_t j = 0; j <= i; ++j) mi[j] /= li[i];
+  }
+  return m;
+}
+
+}  // namespace
+
+Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n, std::vector<bool>& dead) {
+  if (n <= 0 || h.size() != static_cast<size_t>(n * n))
+    return invalid_argument("GPTQ: H has " + std::to_string(h.size()) + " entries, not " + std::to_string(n) + " squared");
+  dead.assign(static_cast<size_t>(n), false);
+  double mean = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double d = h[static_cast<size_t>(j * n + j)];
+    dead[static_cast<size_t>(j)] = !(d > 0.0);
+    mean += dead[static_cast<size_t>(j)] ? 1.0 : d;
+  }
+  mean /= static_cast<double>(n);
+  // With the order reversed (J H J, J the reversal), the lower Cholesky factor L' gives
+  // U = J L'⁻¹ J: upper triangular, and Uᵀ U = J (L' L'ᵀ)⁻¹ J = H⁻¹.
+  for (double damp = 0.01; damp <= 1.0; damp *= 10.0) {
+    std::vector<double> a(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) {  // H's lower triangle, placed at (J H J)'s
+        double v = dead[static_cast<size_t>(i)] || dead[static_cast<size_t>(j)] ? 0.0 : h[static_cast<size_t>(i * n + j)];
+        if (i == j) v = (dead[static_cast<size_t>(i)] ? 1.0 : v) + damp * mean;
+        a[static_cast<size_t>((n - 1 - j) * n + (n - 1 - i))] = v;
+      }
+    if (!cholesky_lower(a, n)) continue;
+    const std::vector<double> m = lower_inverse(a, n);
+    std::vector<double> u(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i; j < n; ++j) u[static_cast<size_t>(i * n + j)] = m[static_cast<size_t>((n - 1 - i) * n + (n - 1 - j))];
+    return u;
+  }
+  return invalid_argument("GPTQ: the input's second moments are not positive definite, even damped by its mean diagonal");
+}
+
+void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                       const I4QuantOptions& o, void* dst) noexcept {
+  const int64_t g = o.group;
+  std::vector<double> x(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = dead[static_cast<size_t>(j)] ? 0.0 : w[j];
+  std::vector<float> current(static_cast<size_t>(g));  // the group's values as each was quantized
+  I4Group grp;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t at = j % g;
+    if (at == 0) {
+      for (int64_t k = 0; k < g; ++k) current[static_cast<size_t>(k)] = static_cast<float>(x[static_cast<size_t>(j + k)]);
+      grp = i4_choose_group(current.data(), o.importance ? o.importance + j : nullptr, g, o.symmetric, o.scale_precision);
+    }
+    const auto v = static_cast<float>(x[static_cast<size_t>(j)]);
+    current[static_cast<size_t>(at)] = v;
+    const double deq = static_cast<double>(grp.d) * (static_cast<double>(i4_code(v, grp)) - static_cast<double>(grp.z));
+    const double* uj = u.data() + j * n;
+    const double e = (x[static_cast<size_t>(j)] - deq) / uj[j];
+    for (int64_t k = j + 1; k < n; ++k) x[static_cast<size_t>(k)] -= e * uj[k];
+    if (at == g - 1) i4_store_block(dst, g, j / g, grp, current.data());
+  }
+}
+
+}  // namespace infer::quant

@@ -1,0 +1,40 @@
+// GPTQ (Frantar et al., 2023) for INT4 groups: each weight row quantized column by column, each
+// column's rounding error spread over the columns not yet quantized through the inverse of the
+// input's second-moment matrix H = Σ x xᵀ over a calibration, so that the layer's output on that
+// calibration moves as little as it can, not each weight.
+//
+// For a row w (n columns) and U the upper Cholesky factor of (H + λI)⁻¹ (Uᵀ U = (H + λI)⁻¹, λ = 1%
+// of H's mean diagonal; a column whose diagonal is 0 never saw an input: its H entry becomes 1 and
+// its weight 0):
+//
+//   for j = 0 .. n - 1:
+//     at the first column of each group, the group's scale and zero point are chosen from the
+//     row's current values w[j .. j + G) by the INT4 quantizer's search (quant/int4_groups.hpp),
+//     weighted by `importance`;
+//     q_j = clamp(round(w_j / d) + z, 0, 15);  e = (w_j - d (q_j - z)) / U[j][j]
+//     w_k -= e U[j][k]  for k > j
+//
+// in double. Rows are independent (any thread count gives the same bytes); groups in column
+// order, no activation reordering (compressed-tensors' actorder null). With a diagonal H nothing
+// is spread and the result is quantize_row_i4's with the same importance.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "infer/status.hpp"
+#include "quant/int4_groups.hpp"
+
+namespace infer::quant {
+
+// U for H (n x n, row major, symmetric; only the lower triangle is read): n x n row major, zero
+// below the diagonal. `dead` gets the columns whose diagonal was 0. Errors (failed_precondition)
+// when H + λI is not positive definite even with λ raised a hundredfold.
+Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n, std::vector<bool>& dead);
+
+// One row of n floats quantized as above into n / o.group blocks at dst (o.group, symmetric,
+// importance, scale precision as quantize_row_i4 takes them).
+void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                       const I4QuantOptions& o, void* dst) noexcept;
+
+}  // namespace infer::quant

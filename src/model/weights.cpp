@@ -120,12 +120,15 @@ Result<const TensorInfo*> WeightBinder::from_packed_int4(const TensorInfo* t) {
   }
   const std::string where = file_.path() + ": " + t->name;
   const int64_t n = t->shape[0], rows = t->view.rows();
+  // Group scales [rows, groups] (2-D), or one per row (channel: [rows] as the format layer gives
+  // [rows, 1]).
   const TensorInfo* scale = file_.find_tensor(t->name + "_scale");
-  if (!scale || scale->dtype != DType::f32 || scale->n_dims != 2 || scale->shape[1] != rows || scale->shape[0] < 1 ||
-      n % scale->shape[0] != 0)
+  const bool per_row = scale && scale->n_dims == 1 && scale->shape[0] == rows;
+  if (!scale || scale->dtype != DType::f32 || (!per_row && (scale->n_dims != 2 || scale->shape[1] != rows)) ||
+      scale->shape[0] < 1 || n % (per_row ? 1 : scale->shape[0]) != 0)
     return malformed_file(where + ": an INT4 weight needs its group scales (" + t->name + "_scale, [" +
                           std::to_string(rows) + ", groups] with groups dividing " + std::to_string(n) + ")");
-  const int64_t groups = scale->shape[0], group = n / groups;
+  const int64_t groups = per_row ? 1 : scale->shape[0], group = n / groups;
   const TensorInfo* zero = file_.find_tensor(t->name + "_zero_point");
   if (zero && (zero->dtype != DType::i8 || zero->n_dims != 2 || zero->shape[0] != groups || zero->shape[1] != rows))
     return malformed_file(where + ": its zero points are not I8 [" + std::to_string(rows) + ", " + std::to_string(groups) + "]");

@@ -16,7 +16,8 @@ writes them:
     every group size (32, 64, 128), symmetric and not: `infer-quantize SNAPPED OUT int4 --group G
       [--asym]` writes the numpy checkpoint's tensors again, byte for byte, and the checkpoint's
       logits stay within float rounding of the snapped F32 model's (a misplaced scale or zero point
-      moves them by far more).
+      moves them by far more); the same for one scale per row (the channel strategy), which
+      infer-quantize does not write.
   From BF16 sources, infer-quantize int4 stores the scales as BF16, each group's codes are the
   nearest for its scale, and the checkpoint loads.
 
@@ -66,8 +67,10 @@ def pack_zero_points(zp):
 
 
 def snap(w, group, symmetric, rng):
-    """(values v [rows, n] in [-8, 7], scales [rows, groups], zero points or None, F32 weights)."""
+    """(values v [rows, n] in [-8, 7], scales [rows, groups], zero points or None, F32 weights); group
+    None: one per row (the channel strategy)."""
     rows, n = w.shape
+    group = group or n
     g = w.reshape(rows, n // group, group).astype(np.float64)
     if symmetric:
         s = 2.0 ** np.ceil(np.log2(np.maximum(np.abs(g).max(axis=2) / 8, 1e-30)))
@@ -90,7 +93,7 @@ def snap(w, group, symmetric, rng):
 
 
 def scheme_config(group, symmetric):
-    weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": group, "symmetric": symmetric,
+    weights = {"num_bits": 4, "type": "int", "strategy": "group" if group else "channel", "group_size": group, "symmetric": symmetric,
                "dynamic": False, "actorder": None, "observer": "minmax"}
     return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
             "ignore": ["lm_head"], "kv_cache_scheme": None,
@@ -150,15 +153,15 @@ def tensors_differ(mine, theirs):
 with tempfile.TemporaryDirectory() as tmp:
     # The W4A16 preset of every family, and the other group sizes and zero points on two of them.
     cases = [(prefix, 128, True) for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3")]
-    cases += [("ref", 32, False), ("ref", 64, True), ("phi3", 64, False), ("gemma3", 128, False)]
+    cases += [("ref", 32, False), ("ref", 64, True), ("phi3", 64, False), ("gemma3", 128, False), ("ref", None, False)]
     sources = {}
     for seed, (prefix, group, symmetric) in enumerate(cases):
-        label = f"{prefix} int4 g{group} {'symmetric' if symmetric else 'with zero points'}"
+        label = f"{prefix} int4 {'g' + str(group) if group else 'per channel'} {'symmetric' if symmetric else 'with zero points'}"
         try:
             if prefix not in sources:
                 sources[prefix] = gguf_and_directory(tmp, prefix, ["--type", "f32"] + make_args(prefix))[1]
             src = sources[prefix]
-            tag = f"{prefix}-g{group}-{'s' if symmetric else 'a'}"
+            tag = f"{prefix}-g{group or 'c'}-{'s' if symmetric else 'a'}"
             snapped, compressed = os.path.join(tmp, tag + "-f32"), os.path.join(tmp, tag + "-ct")
             write_pair(src, snapped, compressed, group, symmetric, seed)
             inspect = run([tool("infer-inspect"), compressed]).stdout
@@ -182,6 +185,8 @@ with tempfile.TemporaryDirectory() as tmp:
                     failures.append(f"{label}: the checkpoint computes exactly the unquantized model")
                 else:
                     checked.append(f"{label}: logits and perplexity identical to --weight-type int4 on the same numbers")
+            if not group:  # infer-quantize writes groups only
+                continue
             written = os.path.join(tmp, tag + "-written")
             args = [tool("infer-quantize"), snapped, written, "int4", "--group", str(group), "-t", "2"]
             p = run(args + ([] if symmetric else ["--asym"]))

@@ -85,10 +85,35 @@ void smoothed_row(const safetensors::Tensor& t, DType src, const MatrixSmoothing
     for (int64_t j = 0; j < n; ++j) row[j] /= sm->rows[static_cast<size_t>(r)];
 }
 
+struct GptqFactor {
+  std::vector<double> u;
+  std::vector<bool> dead;
+};
+
+// GPTQ's factor of a matrix's input second moments, carried into the smoothed space (the input
+// is x / s: H_ij / (s_i s_j)); none without second moments.
+Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, const Hessian* hessian, const MatrixSmoothing* sm) {
+  if (!hessian) return std::optional<GptqFactor>();
+  const int64_t m = hessian->n;
+  if (m != t.shape[1])
+    return invalid_argument(t.name + ": GPTQ's second moments have " + std::to_string(m) + " columns, the weight " +
+                            std::to_string(t.shape[1]));
+  std::vector<double> h(hessian->sum);
+  if (sm && !sm->cols.empty())
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < m; ++j)
+        h[static_cast<size_t>(i * m + j)] /= double(sm->cols[static_cast<size_t>(i)]) * sm->cols[static_cast<size_t>(j)];
+  std::optional<GptqFactor> f(std::in_place);
+  auto u = quant::gptq_factor(h, m, f->dead);
+  if (!u.ok()) return Status(u.status().code(), t.name + ": " + u.status().message());
+  f->u = std::move(u).value();
+  return f;
+}
+
 // Rows [begin, end) of a float matrix quantized: codes into `codes` (rows x n bytes), one scale
-// per row into `scales` (per tensor: every row gets `tensor_scale`).
+// per row into `scales` (per tensor: every row gets `tensor_scale`); INT8 through GPTQ with a factor.
 Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmoothing* sm, const std::string& scheme,
-                     float tensor_scale, int64_t begin, int64_t end, uint8_t* codes, float* scales) {
+                     float tensor_scale, const GptqFactor* gptq, int64_t begin, int64_t end, uint8_t* codes, float* scales) {
   const int64_t n = t.shape[1];
   std::vector<float> row(static_cast<size_t>(n));
   std::vector<uint8_t> packed(static_cast<size_t>(n + 8));
@@ -98,7 +123,8 @@ Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmooth
       if (!std::isfinite(v)) return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
     uint8_t* out = codes + static_cast<uint64_t>(r) * static_cast<uint64_t>(n);
     if (scheme == "int8") {
-      quantize_row_i8_row(row.data(), packed.data(), n);
+      if (gptq) quant::gptq_quantize_row_i8(row.data(), n, gptq->u, gptq->dead, packed.data());
+      else quantize_row_i8_row(row.data(), packed.data(), n);
       i8_rows_to_compressed(packed.data(), 1, n, reinterpret_cast<int8_t*>(out), scales + r);
     } else {
       if (scheme == "fp8" || scheme == "fp8-dynamic") quantize_row_f8_row(row.data(), packed.data(), n);
@@ -118,11 +144,6 @@ ScalePrecision scale_precision(DType src) {
 // Rows [begin, end) of a float matrix as INT4 groups: each row's signed values packed eight to a
 // word into `words` (rows x n / 8), its group scales and zero points into `scales` / `zeros`
 // (rows x n / group).
-struct GptqFactor {
-  std::vector<double> u;
-  std::vector<bool> dead;
-};
-
 Status quantize_rows_i4(const safetensors::Tensor& t, DType src, const MatrixSmoothing* sm, const I4QuantOptions& q,
                         const GptqFactor* gptq, int64_t begin, int64_t end, int32_t* words, float* scales, int8_t* zeros) {
   const int64_t n = t.shape[1], groups = n / q.group;
@@ -318,8 +339,10 @@ FactorFn awq_factors(const I4QuantOptions& base, int grid, int threads) {
 
 Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::string, const safetensors::Tensor*>& by_name,
                                      const std::map<std::string, std::vector<float>>& act, const FactorFn& factors,
+                                     const std::function<bool(const std::string&)>& kept,
                                      const std::function<void(const std::string&, int, int)>& progress) {
   SmoothingPlan plan;
+  bool found = false;
   std::string arch;
   if (const Json* a = json::member(config, "architectures"); a && a->is_array() && !a->empty() && (*a)[0].is_string())
     arch = (*a)[0].get<std::string>();
@@ -337,13 +360,22 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
   int groups_done = 0, groups_total = 0;  // three groups a layer
   for (const auto& [name, t] : by_name)
     if (name.ends_with("input_layernorm.weight") && name.find("layers.") != std::string::npos && !is_vision(name)) groups_total += 3;
-  // One group: factors from the statistic and the parts' columns, applied to `cols` matrices.
+  // One group: factors from the statistic and the quantized parts' columns, applied to every
+  // part's columns. A group whose parts are all kept in float is left alone: smoothing serves
+  // quantization only.
   const auto group = [&](const std::string& key, const std::vector<Rows>& parts, const std::string& divided,
                          Rows divided_rows) -> Status {
     const int64_t n = parts.front().t->shape[1];
+    std::vector<Rows> quantized;
+    for (const Rows& p : parts)
+      if (!kept(p.t->name)) quantized.push_back(p);
+    if (quantized.empty()) {
+      if (progress) progress(key, ++groups_done, groups_total);
+      return Status::ok();
+    }
     INFER_ASSIGN_OR_RETURN(const std::vector<float>* a, stat(key, n));
     Json note = Json::object();
-    INFER_ASSIGN_OR_RETURN(const std::vector<float> sc, factors(parts, *a, note));
+    INFER_ASSIGN_OR_RETURN(const std::vector<float> sc, factors(quantized, *a, note));
     Json exps = Json::array();
     for (float s : sc) exps.push_back(static_cast<int>(std::lround(std::log2(s))));
     std::vector<float> imp(sc.size());
@@ -412,6 +444,7 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
     if (!ok)
       return unsupported("SmoothQuant: layer " + p.substr(0, 96) + " is not a decoder layer of the supported families "
                          "(float q/k/v or qkv, gate/up or gate_up, down, and their norms)");
+    found = true;
     INFER_RETURN_IF_ERROR(group(attn_key, attn, name, Rows{}));
     INFER_RETURN_IF_ERROR(group(mlp_key, mlp, mlp_norm, Rows{}));
     INFER_RETURN_IF_ERROR(group(blk + "ffn_down.weight", {{down, 0, down->shape[0]}}, "", up));
@@ -424,7 +457,7 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
       plan.input_key[o->name] = blk + "attn_output.weight";
     }
   }
-  if (plan.norms.empty()) return unsupported("SmoothQuant: no decoder layer found (no '...layers.N.input_layernorm.weight')");
+  if (!found) return unsupported("SmoothQuant: no decoder layer found (no '...layers.N.input_layernorm.weight')");
   return plan;
 }
 
@@ -447,26 +480,10 @@ Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& 
   I4QuantOptions q = base;
   q.importance = importance ? importance->data() : nullptr;
   const safetensors::Tensor* tp = &t;
-  if (hessian && hessian->n != n)
-    return invalid_argument(t.name + ": GPTQ's second moments have " + std::to_string(hessian->n) + " columns, the weight " +
-                            std::to_string(n));
   INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_packed", safetensors::Dtype::i32, {rows, n / 8},
                                           [tp, src, smoothing, q, out, hessian, &o](std::span<uint8_t> dst) -> Status {
     auto* words = reinterpret_cast<int32_t*>(dst.data());
-    // GPTQ: the input's second moments in the smoothed space (x / s: H_ij / (s_i s_j)), factored.
-    std::optional<GptqFactor> gptq;
-    if (hessian) {
-      const int64_t m = hessian->n;
-      std::vector<double> h(hessian->sum);
-      if (smoothing && !smoothing->cols.empty())
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < m; ++j)
-            h[static_cast<size_t>(i * m + j)] /= double(smoothing->cols[static_cast<size_t>(i)]) * smoothing->cols[static_cast<size_t>(j)];
-      gptq.emplace();
-      auto u = quant::gptq_factor(h, m, gptq->dead);
-      if (!u.ok()) return Status(u.status().code(), tp->name + ": " + u.status().message());
-      gptq->u = std::move(u).value();
-    }
+    INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
     const Status done = parallel_rows(tp->shape[0], o.threads, [&](int64_t b, int64_t e) {
       return quantize_rows_i4(*tp, src, smoothing, q, gptq ? &*gptq : nullptr, b, e, words, out->scales.data(),
                               out->zeros.data());
@@ -563,6 +580,11 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       if (!source_type && is_decoder_linear(t)) source_type = float_dtype(t.dtype);
   const I4QuantOptions i4_base{.group = o.group, .symmetric = o.symmetric, .importance = nullptr,
                                .scale_precision = scale_precision(source_type.value_or(DType::f32))};
+  const auto is_kept = [&o](const std::string& name) {  // --keep: left in its float type
+    for (const std::string& glob : o.keep)
+      if (fnmatch(glob.c_str(), name.c_str(), 0) == 0) return true;
+    return false;
+  };
   std::optional<SmoothingPlan> plan;
   if (o.activation_rms) {
     if (o.scheme != "int8" && !int4)
@@ -571,7 +593,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     for (const safetensors::File& shard : shards)
       for (const safetensors::Tensor& t : shard.tensors) by_name.emplace(t.name, &t);
     const FactorFn factors = int4 ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads) : smoothquant_factors(o.smooth_alpha);
-    INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, int4 ? o.on_awq_group : nullptr));
+    INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, is_kept, int4 ? o.on_awq_group : nullptr));
   }
   const auto hessian_of = [&](const std::string& name) -> const Hessian* {
     if (!plan || !o.hessians) return nullptr;
@@ -611,8 +633,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       has_lm_head = has_lm_head || t.name == "lm_head.weight";
       vision = vision || t.name.find("vision_tower.") != std::string::npos;
       projector = projector || t.name.find("multi_modal_projector.") != std::string::npos;
-      bool kept = false;
-      for (const std::string& glob : o.keep) kept = kept || fnmatch(glob.c_str(), t.name.c_str(), 0) == 0;
+      const bool kept = is_kept(t.name);
       const std::optional<DType> src = float_dtype(t.dtype);
       const bool linear = is_decoder_linear(t);
       const int64_t n = linear ? t.shape[1] : 0, rows = linear ? t.shape[0] : 0;
@@ -623,22 +644,48 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
         if (linear) ignore.push_back(t.name.substr(0, t.name.size() - 7));  // the module: name less ".weight"
         const safetensors::Tensor* tp = &t;
         const std::vector<float>* norm = norm_of(t.name);
-        if ((smoothing || norm) && src) {  // smoothed, kept in float: written as F32
+        if ((smoothing || norm) && src) {  // smoothed, kept in float
+          // A kept matrix is written in its source type. The powers of two keep BF16 values exact,
+          // and F16 ones but for subnormals (below 2^-14), which round to nearest (by at most 2^-25).
+          // A norm stays in its type where that holds it exactly (Gemma's (1 + w) / s - 1 seldom
+          // does), else F32.
           const DType from = *src;
           const bool plus_one = plan->norm_plus_one;
-          INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, safetensors::Dtype::f32, t.shape,
-                                                  [tp, from, smoothing, norm, plus_one, &o](std::span<uint8_t> dst) {
-            auto* f32 = reinterpret_cast<float*>(dst.data());
+          const auto values = [tp, from, smoothing, norm, plus_one](int64_t r, float* f32) {  // row r (a norm: r 0)
             if (norm) {
               dequantize_row(from, tp->data, f32, static_cast<int64_t>(norm->size()));
               for (size_t j = 0; j < norm->size(); ++j) f32[j] = plus_one ? (1.0f + f32[j]) / (*norm)[j] - 1.0f : f32[j] / (*norm)[j];
             } else {
-              for (int64_t r = 0; r < tp->shape[0]; ++r) smoothed_row(*tp, from, smoothing, r, f32 + r * tp->shape[1]);
+              smoothed_row(*tp, from, smoothing, r, f32);
+            }
+          };
+          const int64_t n_rows = norm ? 1 : t.shape[0], row_len = norm ? static_cast<int64_t>(norm->size()) : t.shape[1];
+          bool half = from != DType::f32;
+          if (norm && half) {
+            std::vector<float> row(static_cast<size_t>(row_len));
+            values(0, row.data());
+            for (float v : row)
+              half = half && (from == DType::f16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v))) == v;
+          }
+          INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, half ? t.dtype : safetensors::Dtype::f32, t.shape,
+                                                  [tp, from, values, half, n_rows, row_len, &o](std::span<uint8_t> dst) {
+            std::vector<float> f32(static_cast<size_t>(row_len));
+            for (int64_t r = 0; r < n_rows; ++r) {
+              values(r, f32.data());
+              for (int64_t j = 0; j < row_len; ++j) {
+                const float v = f32[static_cast<size_t>(j)];
+                const uint64_t at = static_cast<uint64_t>(r * row_len + j);
+                if (!half) std::memcpy(dst.data() + 4 * at, &v, 4);
+                else {
+                  const uint16_t h = from == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+                  std::memcpy(dst.data() + 2 * at, &h, 2);
+                }
+              }
             }
             if (o.progress) o.progress(tp->nbytes(), tp->name);
             return Status::ok();
           }));
-          sum.bytes_out += static_cast<uint64_t>(numel) * 4;
+          sum.bytes_out += static_cast<uint64_t>(numel) * (half ? 2 : 4);
           continue;
         }
         INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, t.dtype, t.shape, [tp, &o](std::span<uint8_t> dst) {
@@ -658,7 +705,9 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows));
       const safetensors::Tensor* tp = &t;
       const DType from = *src;
-      const auto codes = [tp, from, scales, smoothing, &o, rows, n](std::span<uint8_t> dst) -> Status {
+      const Hessian* hessian = o.scheme == "int8" ? hessian_of(t.name) : nullptr;
+      const auto codes = [tp, from, scales, smoothing, hessian, &o, rows, n](std::span<uint8_t> dst) -> Status {
+        INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
         float tensor_scale = 0.0f;
         if (o.scheme == "fp8-tensor") {  // max|W| / 448 over the matrix, as --weight-type fp8-tensor
           std::vector<float> row(static_cast<size_t>(n));
@@ -670,7 +719,8 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
           tensor_scale = amax / 448.0f;
         }
         const Status done = parallel_rows(rows, o.threads, [&](int64_t b, int64_t e) {
-          return quantize_rows(*tp, from, smoothing, o.scheme, tensor_scale, b, e, dst.data(), scales->data());
+          return quantize_rows(*tp, from, smoothing, o.scheme, tensor_scale, gptq ? &*gptq : nullptr, b, e, dst.data(),
+                               scales->data());
         });
         if (!done.is_ok()) return done;
         if (o.progress) o.progress(tp->nbytes(), tp->name);
@@ -710,12 +760,13 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   if (plan) {  // what was folded where, so that the smoothing can be checked and undone
     Json record = {{"method", int4 ? (o.hessians ? "AWQ, power-of-two factors, second-moment loss; then GPTQ (libinfer infer-quantize)"
                                                  : "AWQ, power-of-two factors, second-moment loss (libinfer infer-quantize)")
-                                   : "SmoothQuant, power-of-two factors (libinfer infer-quantize)"},
+                                   : (o.hessians ? "SmoothQuant, power-of-two factors; then GPTQ (libinfer infer-quantize)"
+                                                 : "SmoothQuant, power-of-two factors (libinfer infer-quantize)")},
                    {"calibration", o.calibration_note},
                    {"groups", plan->record}};
     if (int4) record["grid"] = o.awq_grid;
-    if (int4 && o.hessians) record["gptq"] = {{"dampening", 0.01}, {"actorder", nullptr}, {"inputs", o.hessians->size()}};
-    else record["alpha"] = o.smooth_alpha;
+    if (o.hessians) record["gptq"] = {{"dampening", 0.01}, {"actorder", nullptr}, {"inputs", o.hessians->size()}};
+    if (!int4) record["alpha"] = o.smooth_alpha;
     INFER_RETURN_IF_ERROR(write_text(out / (int4 ? "awq.json" : "smoothquant.json"),
                                      record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
   }

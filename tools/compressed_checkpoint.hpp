@@ -44,7 +44,8 @@ struct CompressedOptions {
   int64_t group = 128;
   bool symmetric = true;
   int awq_grid = 20;
-  // int4 with these (tools/hessians.hpp, by GGUF weight name): GPTQ after AWQ (quant/gptq.hpp).
+  // int8 / int4 with these (tools/hessians.hpp, by GGUF weight name): GPTQ after SmoothQuant or
+  // AWQ (quant/gptq.hpp).
   const std::map<std::string, Hessian>* hessians = nullptr;
   // Called after each AWQ group's search with its importance-matrix key, the groups done and all.
   std::function<void(const std::string& key, int done, int total)> on_awq_group;

@@ -79,12 +79,12 @@ constexpr const char* kUsage =
     "                       llama-quantize --imatrix (K-quants, Q4_0 Q4_1 Q5_0 Q5_1; Q8_0 and floats ignore it)\n"
     "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
     "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it;\n"
-    "                       with int4, AWQ's scale search and importance-weighted rounding, and with --calib\n"
-    "                       GPTQ on the calibration's second moments)\n"
+    "                       with int4, AWQ's scale search and importance-weighted rounding; with --calib,\n"
+    "                       then GPTQ on the calibration's second moments, int8 and int4)\n"
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
     "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
-    "  --no-gptq            int4 with --calib: no GPTQ error compensation (AWQ and importance only)\n"
+    "  --no-gptq            int8 / int4 with --calib: no GPTQ error compensation (SmoothQuant or AWQ only)\n"
     "  --calib-ctx N        tokens per calibration chunk (default: 512)\n"
     "  --calib-chunks N     calibration chunks at most (default: all the text holds)\n"
     "  --include-weights S  use the importance matrix only for tensors whose name contains S (repeatable)\n"
@@ -148,12 +148,13 @@ Options parse(int argc, char** argv) {
       cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib only", kUsage);
     if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8" && o.compressed != "int4")
       cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant (int8) or AWQ (int4), not to " + o.compressed, kUsage);
-    if ((o.group != 0 || o.asym || o.no_gptq) && o.compressed != "int4")
-      cli::usage_error(kTool, "--group, --asym and --no-gptq are int4's", kUsage);
+    if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
+    if (o.no_gptq && o.compressed != "int4" && o.compressed != "int8")
+      cli::usage_error(kTool, "--no-gptq is int8's and int4's", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
-  if (o.group != 0 || o.asym || o.no_gptq) cli::usage_error(kTool, "--group, --asym and --no-gptq are int4's", kUsage);
+  if (o.group != 0 || o.asym || o.no_gptq) cli::usage_error(kTool, "--group, --asym and --no-gptq are int8's / int4's", kUsage);
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;
@@ -320,9 +321,9 @@ int write_compressed(const Options& o) {
   c.group = o.group != 0 ? o.group : 128;
   c.symmetric = !o.asym;
   std::map<std::string, std::vector<float>> rms;
-  // GPTQ (int4 with a calibration text): the inputs' second moments, from the same run.
+  // GPTQ (int8, int4 with a calibration text): the inputs' second moments, from the same run.
   std::optional<tools::HessianCollector> hessians;
-  if (o.compressed == "int4" && !o.calib.empty() && !o.no_gptq) hessians.emplace(o.threads);
+  if ((o.compressed == "int4" || o.compressed == "int8") && !o.calib.empty() && !o.no_gptq) hessians.emplace(o.threads);
   if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's / AWQ's statistic: the importance matrix's root
     const Importance importance =
         hessians ? load_importance(o, [&](const MatmulInput& in) { return hessians->add(in); }) : load_importance(o);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "quant/int8_rows.hpp"
+
 namespace infer::quant {
 namespace {
 
@@ -78,14 +80,36 @@ Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n,
   return invalid_argument("GPTQ: the input's second moments are not positive definite, even damped by its mean diagonal");
 }
 
+namespace {
+
+// The loop of every GPTQ row: x (double, dead columns zero) quantized column by column,
+// quantize(j) giving column j's dequantized value (reading x as it stands), each column's error
+// spread over the columns after it through U's row.
+template <class Quantize>
+void compensate_row(std::vector<double>& x, int64_t n, const std::vector<double>& u, Quantize&& quantize) {
+  for (int64_t j = 0; j < n; ++j) {
+    const double deq = quantize(j);
+    const double* uj = u.data() + j * n;
+    const double e = (x[static_cast<size_t>(j)] - deq) / uj[j];
+    for (int64_t k = j + 1; k < n; ++k) x[static_cast<size_t>(k)] -= e * uj[k];
+  }
+}
+
+std::vector<double> live_values(const float* w, int64_t n, const std::vector<bool>& dead) {
+  std::vector<double> x(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = dead[static_cast<size_t>(j)] ? 0.0 : w[j];
+  return x;
+}
+
+}  // namespace
+
 void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
                        const I4QuantOptions& o, void* dst) noexcept {
   const int64_t g = o.group;
-  std::vector<double> x(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = dead[static_cast<size_t>(j)] ? 0.0 : w[j];
+  std::vector<double> x = live_values(w, n, dead);
   std::vector<float> current(static_cast<size_t>(g));  // the group's values as each was quantized
   I4Group grp;
-  for (int64_t j = 0; j < n; ++j) {
+  compensate_row(x, n, u, [&](int64_t j) {
     const int64_t at = j % g;
     if (at == 0) {
       for (int64_t k = 0; k < g; ++k) current[static_cast<size_t>(k)] = static_cast<float>(x[static_cast<size_t>(j + k)]);
@@ -93,12 +117,27 @@ void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, 
     }
     const auto v = static_cast<float>(x[static_cast<size_t>(j)]);
     current[static_cast<size_t>(at)] = v;
-    const double deq = static_cast<double>(grp.d) * (static_cast<double>(i4_code(v, grp)) - static_cast<double>(grp.z));
-    const double* uj = u.data() + j * n;
-    const double e = (x[static_cast<size_t>(j)] - deq) / uj[j];
-    for (int64_t k = j + 1; k < n; ++k) x[static_cast<size_t>(k)] -= e * uj[k];
     if (at == g - 1) i4_store_block(dst, g, j / g, grp, current.data());
-  }
+    return static_cast<double>(grp.d) * (static_cast<double>(i4_code(v, grp)) - static_cast<double>(grp.z));
+  });
+}
+
+void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                          void* dst) noexcept {
+  std::vector<double> x = live_values(w, n, dead);
+  float amax = 0.0f;
+  for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(static_cast<float>(x[static_cast<size_t>(j)])));
+  const float s = amax / 127.0f;
+  auto* q = static_cast<int8_t*>(dst);
+  int32_t sum = 0;
+  compensate_row(x, n, u, [&](int64_t j) {
+    const auto v = static_cast<float>(x[static_cast<size_t>(j)]);
+    const float c = s != 0.0f ? std::clamp(std::nearbyint(v / s), -127.0f, 127.0f) : 0.0f;
+    q[j] = static_cast<int8_t>(c);
+    sum += q[j];
+    return static_cast<double>(s) * c;
+  });
+  i8_row_store_trailer(dst, n, s, sum);
 }
 
 }  // namespace infer::quant

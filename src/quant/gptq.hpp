@@ -1,7 +1,7 @@
-// GPTQ (Frantar et al., 2023) for INT4 groups: each weight row quantized column by column, each
-// column's rounding error spread over the columns not yet quantized through the inverse of the
-// input's second-moment matrix H = Σ x xᵀ over a calibration, so that the layer's output on that
-// calibration moves as little as it can, not each weight.
+// GPTQ (Frantar et al., 2023) for INT4 groups and INT8 rows: each weight row quantized column by
+// column, each column's rounding error spread over the columns not yet quantized through the
+// inverse of the input's second-moment matrix H = Σ x xᵀ over a calibration, so that the layer's
+// output on that calibration moves as little as it can, not each weight.
 //
 // For a row w (n columns) and U the upper Cholesky factor of (H + λI)⁻¹ (Uᵀ U = (H + λI)⁻¹, λ = 1%
 // of H's mean diagonal; a column whose diagonal is 0 never saw an input: its H entry becomes 1 and
@@ -14,9 +14,15 @@
 //     q_j = clamp(round(w_j / d) + z, 0, 15);  e = (w_j - d (q_j - z)) / U[j][j]
 //     w_k -= e U[j][k]  for k > j
 //
-// in double. Rows are independent (any thread count gives the same bytes); groups in column
-// order, no activation reordering (compressed-tensors' actorder null). With a diagonal H nothing
-// is spread and the result is quantize_row_i4's with the same importance.
+// in double. For INT8 rows (quant/int8_rows.hpp) the row's scale is fixed before the loop: s =
+// max|w| / 127 over the row's live columns as it comes in (the per-channel observer's; a dead
+// column's weight never meets an input and becomes 0); each column's code is clamp(round(w_j / s),
+// ±127) of its compensated value.
+//
+// Rows are independent (any thread count gives the same bytes); groups in column order, no
+// activation reordering (compressed-tensors' actorder null). With a diagonal H nothing is spread
+// and the result is the plain quantizer's (quantize_row_i4's with the same importance,
+// quantize_row_i8_row's).
 #pragma once
 
 #include <cstdint>
@@ -36,5 +42,9 @@ Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n,
 // importance, scale precision as quantize_row_i4 takes them).
 void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
                        const I4QuantOptions& o, void* dst) noexcept;
+
+// One row of n floats (n a multiple of 32) quantized as above into an i8_row row at dst.
+void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                          void* dst) noexcept;
 
 }  // namespace infer::quant

@@ -20,15 +20,11 @@ namespace isa_ref {
 void quantize_activations_i8_row(const float* x, void* dst, int64_t n) noexcept { quantize_activations_i8_row_ref(x, dst, n); }
 }  // namespace isa_ref
 
-namespace {
-
-void store_trailer(void* row, int64_t n, float s, int32_t sum) {
+void i8_row_store_trailer(void* row, int64_t n, float s, int32_t sum) noexcept {
   auto* p = static_cast<uint8_t*>(row) + n;
   std::memcpy(p, &s, 4);
   std::memcpy(p + 4, &sum, 4);
 }
-
-}  // namespace
 
 void quantize_row_i8_row(const float* x, void* dst, int64_t n) noexcept {
   assert(n >= 0 && n % kI8RowBlock == 0);
@@ -42,7 +38,7 @@ void quantize_row_i8_row(const float* x, void* dst, int64_t n) noexcept {
     q[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
     sum += q[i];
   }
-  store_trailer(dst, n, s, sum);
+  i8_row_store_trailer(dst, n, s, sum);
 }
 
 void quantize_activations_i8_row_ref(const float* x, void* dst, int64_t n) noexcept {
@@ -56,7 +52,7 @@ void quantize_activations_i8_row_ref(const float* x, void* dst, int64_t n) noexc
     q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
     sum += q[i];
   }
-  store_trailer(dst, n, amax / 127.0f, sum);
+  i8_row_store_trailer(dst, n, amax / 127.0f, sum);
 }
 
 void quantize_activations_i8_row(const float* x, void* dst, int64_t n) noexcept {
@@ -90,7 +86,7 @@ Status i8_rows_from_compressed(const Int8ChannelWeight& w, void* dst) {
     std::memcpy(row, q, static_cast<size_t>(w.n));
     int32_t sum = 0;
     for (int64_t i = 0; i < w.n; ++i) sum += q[i];
-    store_trailer(row, w.n, w.scale[per_tensor ? 0 : static_cast<size_t>(r)], sum);
+    i8_row_store_trailer(row, w.n, w.scale[per_tensor ? 0 : static_cast<size_t>(r)], sum);
   }
   return Status::ok();
 }

@@ -38,6 +38,8 @@ inline constexpr int64_t i8_row_bytes(int64_t n) { return n + 8; }
 // Field access on a row of n elements.
 inline float i8_row_scale(const void* row, int64_t n) noexcept;
 inline int32_t i8_row_sum(const void* row, int64_t n) noexcept;
+// Writes a row's scale and Σ q after its n quants.
+void i8_row_store_trailer(void* row, int64_t n, float s, int32_t sum) noexcept;
 
 // Weights: the per-channel quantizer above. Preconditions, asserted: n a multiple of 32, x finite.
 void quantize_row_i8_row(const float* x, void* dst, int64_t n) noexcept;

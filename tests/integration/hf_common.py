@@ -137,6 +137,26 @@ def rebuild_smoothed(src, dst, record, gemma):
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
 
 
+def gptq_twice(src, out_prefix, scheme, calib_args, record_name, groups_without):
+    """SRC quantized to SCHEME with GPTQ (--calib's default) on one and on two threads: the problems
+    found (the two checkpoints must be byte-identical, the record must note GPTQ and hold the
+    factors `groups_without` holds) and the first checkpoint's tensors."""
+    g1, g2 = out_prefix + "-1", out_prefix + "-2"
+    run([tool("infer-quantize"), src, g1, scheme, "-t", "1"] + calib_args)
+    run([tool("infer-quantize"), src, g2, scheme, "-t", "2"] + calib_args)
+    bad = []
+    t1 = read_safetensors(os.path.join(g1, "model.safetensors"))
+    if t1 != read_safetensors(os.path.join(g2, "model.safetensors")):
+        bad.append("GPTQ's checkpoints on one and two threads differ")
+    with open(os.path.join(g1, record_name)) as f:
+        record = json.load(f)
+    if "GPTQ" not in record["method"] or not record.get("gptq") or \
+            [g["log2_scales"] for g in record["groups"]] != [g["log2_scales"] for g in groups_without]:
+        bad.append(f"GPTQ's record: {record['method']!r}, {record.get('gptq')}, or other factors than without it")
+    logits_of(g1)  # and it loads
+    return bad, t1
+
+
 def is_linear(name):
     return name.startswith("model.layers.") and name.endswith(".weight") and name.split(".")[-2] in LINEAR
 

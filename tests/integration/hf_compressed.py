@@ -27,7 +27,9 @@ infer-quantize SNAPPED_DIR OUT int8|fp8|fp8-tensor must write the numpy-made che
 again: the same codes, the same scales (as F32), the preset's config fields. With an importance
 matrix, int8 applies SmoothQuant: its factors are recomputed here from the formula, and the
 smoothed model rebuilt here from smoothquant.json must compute as the checkpoint does (and, in
-float, as the source).
+float, as the source). With --calib, GPTQ follows (its default): the same factors and scales, other
+codes in most matrices, the same bytes on one and two threads (its arithmetic:
+tests/unit/test_gptq.cpp).
 
 Then the refusals, each a one-line error naming the cause: an unknown quant_method, 8-bit weights
 declared pack-quantized (W8A16), 4-bit ones not packed, group-wise or asymmetric 8-bit weights, a
@@ -46,7 +48,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, is_linear,  # noqa: E402
+from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
                        logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused,
                        run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
@@ -381,12 +383,23 @@ with tempfile.TemporaryDirectory() as tmp:
             written = os.path.join(tmp, prefix + "-smooth")
             run([tool("infer-quantize"), src, written, "int8", "--imatrix", imat])
             also = os.path.join(tmp, prefix + "-smooth-calib")
-            run([tool("infer-quantize"), src, also, "int8", "--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"])
-            if read_safetensors(os.path.join(also, "model.safetensors")) != read_safetensors(os.path.join(written, "model.safetensors")):
-                failures.append(f"{label}: --calib and --imatrix of the same run write different checkpoints")
+            calib_args = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+            run([tool("infer-quantize"), src, also, "int8", "--no-gptq"] + calib_args)
+            mine = read_safetensors(os.path.join(written, "model.safetensors"))
+            if read_safetensors(os.path.join(also, "model.safetensors")) != mine:
+                failures.append(f"{label}: --calib --no-gptq and --imatrix of the same run write different checkpoints")
             with open(os.path.join(written, "smoothquant.json")) as f:
                 record = json.load(f)
             bad = check_smoothing(src, imat, record, prefix == "gemma3")
+            # GPTQ (--calib's default): the same factors, other codes in most matrices, the same
+            # scales (max|w| / 127 of the smoothed rows), the same bytes on one and two threads.
+            more, t1 = gptq_twice(src, os.path.join(tmp, prefix + "-smooth-gptq"), "int8", calib_args, "smoothquant.json",
+                                  record["groups"])
+            bad += more
+            codes = [k for k in t1 if k.endswith("_proj.weight") and t1[k][0] == "I8"]
+            changed = sum(1 for k in codes if t1[k] != mine[k])
+            if not codes or changed < len(codes) // 2 or any(t1[k[:-7] + ".weight_scale"] != mine[k[:-7] + ".weight_scale"] for k in codes):
+                bad.append(f"GPTQ changed the codes of {changed} of {len(codes)} matrices only, or a scale")
             smoothed = os.path.join(tmp, prefix + "-smoothed-f32")
             rebuild_smoothed(src, smoothed, record, prefix == "gemma3")
             ls, lw, l0 = logits_of(smoothed, "int8"), logits_of(written), logits_of(src)
@@ -408,7 +421,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 n = sum(len(g["log2_scales"]) for g in record["groups"])
                 exact = "float within rounding" if prefix == "gemma3" else "exact in float"
                 checked.append(f"{label}: {len(record['groups'])} groups, {n} power-of-two factors as the formula gives; "
-                               f"{exact}; the checkpoint equals --weight-type int8 on the smoothed model")
+                               f"{exact}; the checkpoint equals --weight-type int8 on the smoothed model; GPTQ: "
+                               f"{changed} of {len(codes)} matrices recoded, the same scales, one and two threads alike")
         except Exception as e:
             failures.append(f"{label}: {e}")
 

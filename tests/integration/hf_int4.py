@@ -40,7 +40,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, is_linear,  # noqa: E402
+from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
                        logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused,
                        run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
@@ -293,23 +293,15 @@ with tempfile.TemporaryDirectory() as tmp:
             if read_safetensors(os.path.join(also, "model.safetensors")) != read_safetensors(os.path.join(written, "model.safetensors")):
                 bad.append("--calib (one thread) and --imatrix (two) of the same text write different checkpoints")
             # GPTQ (--calib's default): the same factors, other codes, the same bytes on any thread count.
-            g1, g2 = os.path.join(tmp, prefix + "-gptq-1"), os.path.join(tmp, prefix + "-gptq-2")
-            run([tool("infer-quantize"), src, g1, "int4", "-t", "1"] + calib)
-            run([tool("infer-quantize"), src, g2, "int4", "-t", "2"] + calib)
-            t1 = read_safetensors(os.path.join(g1, "model.safetensors"))
-            if t1 != read_safetensors(os.path.join(g2, "model.safetensors")):
-                bad.append("GPTQ's checkpoints on one and two threads differ")
-            with open(os.path.join(g1, "awq.json")) as f:
-                grecord = json.load(f)
-            if "GPTQ" not in grecord["method"] or not grecord.get("gptq") or \
-                    [g["log2_scales"] for g in grecord["groups"]] != [g["log2_scales"] for g in json.load(open(os.path.join(also, "awq.json")))["groups"]]:
-                bad.append(f"GPTQ's record: {grecord['method']!r}, {grecord.get('gptq')}, or other AWQ factors than without it")
+            with open(os.path.join(also, "awq.json")) as f:
+                groups_without = json.load(f)["groups"]
+            more, t1 = gptq_twice(src, os.path.join(tmp, prefix + "-gptq"), "int4", calib, "awq.json", groups_without)
+            bad += more
             packed = [k for k in t1 if k.endswith("weight_packed")]
             noq = read_safetensors(os.path.join(also, "model.safetensors"))
             changed = sum(1 for k in packed if t1[k] != noq[k])
             if changed < len(packed) // 2:
                 bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
-            logits_of(g1)
             with open(os.path.join(written, "awq.json")) as f:
                 record = json.load(f)
             weights = load_file(os.path.join(src, "model.safetensors"))
@@ -353,6 +345,60 @@ with tempfile.TemporaryDirectory() as tmp:
         except Exception as e:
             failures.append(f"{label}: {e}")
 
+    # --keep with AWQ on a BF16 model. A group whose matrices are all kept is not smoothed (layer 0's
+    # down_proj: up_proj's rows stay as they are); a kept matrix of a smoothed group (layer 0's
+    # v_proj, beside q and k) takes the group's factors, and powers of two keep it and the norms
+    # exact in BF16: they stay BF16 (16 bits of the kept budget, not 32), holding the source's
+    # values times the recorded factors exactly. Kept matrices are listed in ignore; it loads.
+    label = "ref BF16 AWQ --keep"
+    try:
+        # The same values as BF16 and as F32 (numpy has no BF16 for the rebuild below).
+        src, src32 = os.path.join(tmp, "ref-outliers-bf16"), os.path.join(tmp, "ref-outliers-bf16-in-f32")
+        for d in (src, src32):
+            shutil.copytree(os.path.join(tmp, "ref-outliers"), d)
+        bf16, f32 = [], []
+        for name, (dtype, shape, data) in sorted(read_safetensors(os.path.join(src, "model.safetensors")).items()):
+            bits = np.frombuffer(data, dtype="<u4") >> 16  # truncated: values BF16 holds
+            bf16.append((name, "BF16", shape, bits.astype("<u2").tobytes()))
+            f32.append((name, "F32", shape, (bits << 16).astype("<u4").tobytes()))
+        write_safetensors(os.path.join(src, "model.safetensors"), bf16)
+        write_safetensors(os.path.join(src32, "model.safetensors"), f32)
+        written = os.path.join(tmp, "ref-bf16-awq-keep")
+        kept = ["model.layers.0.mlp.down_proj", "model.layers.0.self_attn.v_proj"]
+        run([tool("infer-quantize"), src, written, "int4", "--group", "32", "--imatrix", os.path.join(tmp, "ref.imatrix.dat")] +
+            [a for k in kept for a in ("--keep", k + ".weight")])
+        with open(os.path.join(written, "awq.json")) as f:
+            record = json.load(f)
+        smoothed = os.path.join(tmp, "ref-bf16-awq-smoothed")
+        rebuild_smoothed(src32, smoothed, record, False)
+        expected = read_safetensors(os.path.join(smoothed, "model.safetensors"))
+        mine = read_safetensors(os.path.join(written, "model.safetensors"))
+        with open(os.path.join(written, "config.json")) as f:
+            ignore = json.load(f)["quantization_config"]["ignore"]
+        bad = []
+        v_factors = [e for g in record["groups"] if kept[1] + ".weight" in g["multiplied_columns"] for e in g["log2_scales"]]
+        if any(kept[0] + ".weight" in g["multiplied_columns"] for g in record["groups"]):
+            bad.append(f"{kept[0]} is kept, yet its group was smoothed")
+        if not any(v_factors):
+            bad.append(f"{kept[1]}'s group has no factor other than 1")
+        for name in [k + ".weight" for k in kept] + sorted(k for k in mine if k.endswith("layernorm.weight") and ".layers." in k):
+            dt, shape, data = mine[name]
+            want = np.frombuffer(expected[name][2], dtype="<f4")
+            got = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32) if dt == "BF16" else None
+            if dt != "BF16" or not np.array_equal(got, want):
+                bad.append(f"{name}: {dt}, not the smoothed values in BF16")
+        for k in kept:
+            if k not in ignore or k + ".weight_packed" in mine:
+                bad.append(f"{k} not kept (ignore {ignore})")
+        logits_of(written)
+        if bad:
+            failures.append(f"{label}: " + "; ".join(bad[:4]))
+        else:
+            checked.append(f"{label}: the all-kept group unsmoothed; the kept v_proj ({sum(1 for e in v_factors if e)} "
+                           f"non-unit factors) and the norms BF16, exactly the smoothed values; in ignore; loads")
+    except Exception as e:
+        failures.append(f"{label}: {e}")
+
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
     good = os.path.join(tmp, "ref-g128-s-ct")
 
@@ -385,7 +431,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     for label, args, expect in (
             ("--group 16", [good, os.path.join(tmp, "z"), "int4", "--group", "16"], "--group"),
-            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group, --asym and --no-gptq are int4's"),
+            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group and --asym are int4's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
              "no linear layer to quantize")):
         p = run([tool("infer-quantize")] + args, ok=False)

@@ -1,4 +1,4 @@
-// GPTQ for INT4 groups (quant/gptq.hpp): the factor U against its definition (Uᵀ U (H + λI) = I),
+// GPTQ for INT4 groups and INT8 rows (quant/gptq.hpp): the factor U against its definition (Uᵀ U (H + λI) = I),
 // a diagonal H giving exactly the plain quantizer's rows, and on correlated inputs a smaller output
 // error ||(W - Q) Xᵀ|| than the plain quantizer's with the same importance, every thread count
 // giving the same bytes.
@@ -10,6 +10,7 @@
 
 #include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
+#include "quant/int8_rows.hpp"
 
 using namespace infer;
 using namespace infer::quant;
@@ -49,14 +50,13 @@ Problem make_problem(int64_t rows, int64_t n, int64_t t, uint64_t seed) {
   return p;
 }
 
-// Σ over rows and calibration rows of ((w - q) · x)², q dequantized from blocks.
-double output_error(const Problem& p, const std::vector<uint8_t>& blocks, DType type) {
+// Σ over rows and calibration rows of ((w - q) · x)², dequant(o, q) giving row o's dequantized values.
+template <class Dequant>
+double output_error(const Problem& p, Dequant&& dequant) {
   double e = 0.0;
-  const int64_t row_bytes = p.n / i4_group_size(type) * i4_block_bytes(i4_group_size(type));
   std::vector<float> q(static_cast<size_t>(p.n));
   for (int64_t o = 0; o < p.rows; ++o) {
-    if (type == DType::i4_g32) dequantize_i4_g32(blocks.data() + o * row_bytes, q.data(), p.n);
-    else dequantize_i4_g64(blocks.data() + o * row_bytes, q.data(), p.n);
+    dequant(o, q.data());
     for (int64_t r = 0; r < p.t; ++r) {
       double d = 0.0;
       for (int64_t j = 0; j < p.n; ++j)
@@ -65,6 +65,15 @@ double output_error(const Problem& p, const std::vector<uint8_t>& blocks, DType 
     }
   }
   return e;
+}
+
+// The same, q from rows of INT4 blocks.
+double output_error(const Problem& p, const std::vector<uint8_t>& blocks, DType type) {
+  const int64_t row_bytes = p.n / i4_group_size(type) * i4_block_bytes(i4_group_size(type));
+  return output_error(p, [&](int64_t o, float* q) {
+    if (type == DType::i4_g32) dequantize_i4_g32(blocks.data() + o * row_bytes, q, p.n);
+    else dequantize_i4_g64(blocks.data() + o * row_bytes, q, p.n);
+  });
 }
 
 }  // namespace
@@ -143,4 +152,52 @@ TEST_CASE("GPTQ lowers the output error on correlated inputs, with and without z
       CHECK(eg < 0.8 * ep);
     }
   }
+}
+
+TEST_CASE("GPTQ for INT8 rows: a diagonal H gives the plain per-channel quantizer's bytes", "[gptq][int8]") {
+  const Problem p = make_problem(6, 256, 1, 7);
+  std::vector<double> h(static_cast<size_t>(p.n * p.n), 0.0);
+  for (int64_t j = 0; j < p.n; ++j) h[static_cast<size_t>(j * p.n + j)] = 1.0 + double(j % 5);
+  std::vector<bool> dead;
+  const auto u = gptq_factor(h, p.n, dead);
+  REQUIRE(u.ok());
+  std::vector<uint8_t> a(static_cast<size_t>(i8_row_bytes(p.n))), b(a.size());
+  for (int64_t r = 0; r < p.rows; ++r) {
+    gptq_quantize_row_i8(p.w.data() + r * p.n, p.n, *u, dead, a.data());
+    quantize_row_i8_row(p.w.data() + r * p.n, b.data(), p.n);
+    REQUIRE(a == b);
+  }
+  // An all-zero row: scale 0, codes 0, as the plain quantizer.
+  const std::vector<float> zero(static_cast<size_t>(p.n), 0.0f);
+  gptq_quantize_row_i8(zero.data(), p.n, *u, dead, a.data());
+  quantize_row_i8_row(zero.data(), b.data(), p.n);
+  CHECK(a == b);
+}
+
+TEST_CASE("GPTQ for INT8 rows lowers the output error on correlated inputs, the codes and sums consistent", "[gptq][int8]") {
+  const Problem p = make_problem(24, 256, 512, 13);
+  std::vector<bool> dead;
+  const auto u = gptq_factor(p.h, p.n, dead);
+  REQUIRE(u.ok());
+  const int64_t row_bytes = i8_row_bytes(p.n);
+  std::vector<uint8_t> g(static_cast<size_t>(p.rows * row_bytes)), plain(g.size());
+  for (int64_t r = 0; r < p.rows; ++r) {
+    gptq_quantize_row_i8(p.w.data() + r * p.n, p.n, *u, dead, g.data() + r * row_bytes);
+    quantize_row_i8_row(p.w.data() + r * p.n, plain.data() + r * row_bytes, p.n);
+    // The row's scale is the plain quantizer's (max|w| / 127 before compensation), Σ q its codes'.
+    CHECK(i8_row_scale(g.data() + r * row_bytes, p.n) == i8_row_scale(plain.data() + r * row_bytes, p.n));
+    const auto* q = reinterpret_cast<const int8_t*>(g.data() + r * row_bytes);
+    int32_t sum = 0;
+    for (int64_t j = 0; j < p.n; ++j) {
+      CHECK(q[j] >= -127);
+      sum += q[j];
+    }
+    CHECK(i8_row_sum(g.data() + r * row_bytes, p.n) == sum);
+  }
+  const auto deq = [&](const std::vector<uint8_t>& rows) {
+    return [&](int64_t o, float* q) { dequantize_i8_row(rows.data() + o * row_bytes, q, p.n); };
+  };
+  const double eg = output_error(p, deq(g)), ep = output_error(p, deq(plain));
+  INFO("GPTQ " << eg << ", plain " << ep);
+  CHECK(eg < 0.8 * ep);
 }

@@ -636,6 +636,15 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       const bool kept = is_kept(t.name);
       const std::optional<DType> src = float_dtype(t.dtype);
       const bool linear = is_decoder_linear(t);
+      struct LinearShare {  // whatever this tensor adds to bytes_out, counted for the linear layers too
+        CompressedSummary& sum;
+        bool linear;
+        uint64_t before;
+        ~LinearShare() {
+          if (linear) sum.linear_bytes_out += sum.bytes_out - before;
+        }
+      } share{sum, linear, sum.bytes_out};
+      if (linear) sum.linear_elements += static_cast<uint64_t>(numel);
       const int64_t n = linear ? t.shape[1] : 0, rows = linear ? t.shape[0] : 0;
       const bool fits = int4 ? n > 0 && n % o.group == 0 && rows > 0
                              : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);

@@ -56,6 +56,9 @@ struct CompressedOptions {
 struct CompressedSummary {
   int tensors = 0, quantized = 0;
   uint64_t bytes_in = 0, bytes_out = 0, elements = 0;
+  // The decoder's linear layers alone (quantized or kept): bytes written for them (codes, scales,
+  // zero points, shapes) and their weights.
+  uint64_t linear_bytes_out = 0, linear_elements = 0;
 };
 
 // Is `scheme` one this writer takes?

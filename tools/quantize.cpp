@@ -355,8 +355,12 @@ int write_compressed(const Options& o) {
   auto written = tools::write_compressed_checkpoint(c);
   if (!written.ok()) cli::fail(kTool, written.status().message());
   const tools::CompressedSummary& s = *written;
+  char linear_bpw[32];
+  std::snprintf(linear_bpw, sizeof linear_bpw, "%.2f",
+                8.0 * static_cast<double>(s.linear_bytes_out) / static_cast<double>(std::max<uint64_t>(s.linear_elements, 1)));
   print_summary(o, "compressed-tensors " + o.compressed,
-                std::to_string(s.tensors) + " tensors, " + std::to_string(s.quantized) + " linear layers quantized",
+                std::to_string(s.tensors) + " tensors, " + std::to_string(s.quantized) + " linear layers quantized (the linear layers: " +
+                    linear_bpw + " bits per weight)",
                 s.bytes_in, s.bytes_out, s.elements, start);
   return 0;
 }

@@ -192,6 +192,14 @@ with tempfile.TemporaryDirectory() as tmp:
             p = run(args + ([] if symmetric else ["--asym"]))
             if "linear layers quantized" not in p.stderr:
                 failures.append(f"{label}: infer-quantize printed no summary: {p.stderr[-200:]!r}")
+            # The summary's bits per weight of the linear layers: every byte written for their
+            # weights (packed codes, scales, zero points, shapes; not biases) over the weights.
+            mine = read_safetensors(os.path.join(written, "model.safetensors"))
+            lin = {k: v for k, v in mine.items() if k.startswith("model.layers.") and "_proj.weight" in k}  # no biases
+            weights = sum(v[1][0] * v[1][1] * 8 for k, v in lin.items() if k.endswith(".weight_packed"))
+            expect = f"(the linear layers: {8 * sum(len(v[2]) for v in lin.values()) / weights:.2f} bits per weight)"
+            if expect not in p.stderr:
+                failures.append(f"{label}: the summary does not say {expect}: {p.stderr.strip().splitlines()[-1][:300]!r}")
             diff = tensors_differ(read_safetensors(os.path.join(written, "model.safetensors")),
                                   read_safetensors(os.path.join(compressed, "model.safetensors")))
             with open(os.path.join(written, "config.json")) as f:

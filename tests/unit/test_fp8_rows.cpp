@@ -183,19 +183,23 @@ TEST_CASE("FP8 dot kernels of every ISA and the matmul equal the scalar twin bit
     }
   }
   ThreadPool pool(3);
-  const int64_t n_in = 96, n_out = 37;
-  auto bytes = random_rows(n_out, n_in, 99);
-  for (DType t : {DType::f8_row, DType::f8_tensor}) {
-    const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
-    const auto x = activation_floats(40 * n_in, 3);
-    std::vector<float> ref(static_cast<size_t>(40 * n_out));
-    matmul_ref(w, x.data(), 40, n_in, ref.data(), n_out);
-    for (CpuIsa isa : supported_isas()) {
-      IsaScope scope(isa);
-      for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{40}}) {
-        std::vector<float> y(static_cast<size_t>(rows * n_out));
-        matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
-        for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
+  // n_in 2080: activation rows of 8 KiB, which the matmul meets 4 at a time; n_in 96: 16.
+  for (int64_t n_in : {int64_t{96}, int64_t{2080}}) {
+    const int64_t n_out = 37;
+    auto bytes = random_rows(n_out, n_in, 99);
+    for (DType t : {DType::f8_row, DType::f8_tensor}) {
+      const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
+      const auto x = activation_floats(40 * n_in, 3);
+      std::vector<float> ref(static_cast<size_t>(40 * n_out));
+      matmul_ref(w, x.data(), 40, n_in, ref.data(), n_out);
+      for (CpuIsa isa : supported_isas()) {
+        IsaScope scope(isa);
+        for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{40}}) {
+          INFO("n_in " << n_in << " isa " << isa_name(isa) << " rows " << rows);
+          std::vector<float> y(static_cast<size_t>(rows * n_out));
+          matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
+          for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
+        }
       }
     }
   }

@@ -15,7 +15,9 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/half.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "quant/int4_groups.hpp"
 #include "quant_test_util.hpp"
@@ -288,6 +290,31 @@ TEST_CASE("INT4 dot kernels of every ISA equal the scalar twin bit for bit for 1
               REQUIRE(std::isnan(y[static_cast<size_t>(r * ys + 1)]));  // nothing written between results
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("INT4 matmul equals the scalar twin bit for bit on every ISA, whatever the rows and their chunks", "[int4][matmul]") {
+  // n_in 2048: F32 activation rows of 8 KiB, met by each weight row 4 at a time (the matmul's
+  // chunks of about 32 KiB); n_in 256: 16 at a time. Each result is the same wherever its row falls.
+  ThreadPool pool(3);
+  for (const I4Type& t : i4_types()) {
+    for (int64_t n_in : {int64_t{256}, int64_t{2048}}) {
+      const int64_t n_out = 19;
+      auto bytes = random_i4_rows(t.group, n_out, n_in, 7 + static_cast<uint64_t>(n_in + t.group));
+      const TensorView w = TensorView::contiguous(t.type, 2, {n_in, n_out, 1, 1}, bytes.data());
+      const auto x = activation_floats(41 * n_in, 5);
+      std::vector<float> ref(static_cast<size_t>(41 * n_out));
+      matmul_ref(w, x.data(), 41, n_in, ref.data(), n_out);
+      for (CpuIsa isa : supported_isas()) {
+        IsaScope scope(isa);
+        for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{17}, int64_t{41}}) {
+          INFO("group " << t.group << " n_in " << n_in << " isa " << isa_name(isa) << " rows " << rows);
+          std::vector<float> y(static_cast<size_t>(rows * n_out));
+          matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
+          for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
         }
       }
     }

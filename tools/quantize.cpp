@@ -154,7 +154,8 @@ Options parse(int argc, char** argv) {
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
-  if (o.group != 0 || o.asym || o.no_gptq) cli::usage_error(kTool, "--group, --asym and --no-gptq are int8's / int4's", kUsage);
+  if (o.group != 0 || o.asym || o.no_gptq)
+    cli::usage_error(kTool, "--group and --asym (int4) and --no-gptq (int8, int4) are for the checkpoint forms", kUsage);
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;

@@ -58,7 +58,7 @@ constexpr int64_t kMaxQuantPanelRows = 64;
 constexpr int64_t kActChunkRows = 16;
 // Activations of 4 bytes an element (the F32 rows of the INT4 and FP8 weight types) come in
 // chunks of about this many bytes, at least 4 rows: every weight row of the panel then finds its
-// chunk in L1 (48 KiB on Sapphire Rapids and Zen 4 and 5) instead of streaming it from L2.
+// chunk in L1 (48 KiB on Sapphire Rapids and Zen 5, 32 KiB on Zen 4) rather than in L2.
 constexpr int64_t kWideActChunkBytes = 32 * 1024;
 
 int64_t act_chunk_rows(int64_t a_row, int64_t n_in) {

@@ -168,8 +168,12 @@ TEST_CASE("attention_row with a sliding window sees only the positions from firs
 
 TEST_CASE("attention_rows gives every row attention_row's result bit for bit, and every ISA's variant the scalar one's, every KV type",
           "[attention]") {
-  for (DType type : {DType::f16, DType::f32, DType::bf16, DType::q8_0, DType::f8_e4m3}) {
-    const AttentionShape shape{8, 2, 32, 0.17f};  // 4 query heads per KV head
+  // Head sizes: 32, and 72 for the tails of the transposes (16 and 8 columns at a time) and of
+  // the value blocks; Q8_0 caches need multiples of 32.
+  for (auto [type, head_dim] : std::vector<std::pair<DType, int>>{{DType::f16, 32}, {DType::f32, 32}, {DType::bf16, 32},
+                                                                  {DType::q8_0, 32}, {DType::f8_e4m3, 32}, {DType::f16, 72},
+                                                                  {DType::f32, 72}, {DType::q8_0, 96}}) {
+    const AttentionShape shape{8, 2, head_dim, 0.17f};  // 4 query heads per KV head
     AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
     const auto kv = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 8, -2.0f, 2.0f);
     cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
@@ -202,7 +206,7 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit, an
         const float* want = expect.data() + rows[static_cast<size_t>(j)] * width;
         attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
                       n_ctx[static_cast<size_t>(j)], one.data(), single.data(), first[static_cast<size_t>(j)]);
-        INFO(dtype_name(type) << " isa " << isa_name(isa) << " row " << j);
+        INFO(dtype_name(type) << " head_dim " << head_dim << " isa " << isa_name(isa) << " row " << j);
         REQUIRE(std::memcmp(one.data(), want, one.size() * 4) == 0);
         REQUIRE(std::memcmp(out.data() + rows[static_cast<size_t>(j)] * width, want, one.size() * 4) == 0);
       }

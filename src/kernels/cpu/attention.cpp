@@ -31,9 +31,9 @@ int64_t attention_scratch_floats(int head_dim) noexcept { return (kTile + 3) * s
 
 int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) noexcept {
   const int64_t hd = shape.head_dim, group = shape.n_head / std::max(1, shape.n_kv_heads);
-  // K tile (transposed), V tile, one K row, and per (row, head): the chunk's accumulator,
-  // probabilities, m and sum, and the folded chunks' accumulator, m and sum.
-  return 2 * kTile * hd + hd + static_cast<int64_t>(n_rows) * group * (2 * hd + kTile + 4);
+  // K tile (transposed), V tile, and per (row, head): the chunk's accumulator, probabilities, m
+  // and sum, and the folded chunks' accumulator, m and sum.
+  return 2 * kTile * hd + static_cast<int64_t>(n_rows) * group * (2 * hd + kTile + 4);
 }
 
 int64_t attention_partial_floats(const AttentionShape& shape, int n_rows) noexcept {

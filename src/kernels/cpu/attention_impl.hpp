@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #if (defined(__F16C__) && defined(__AVX__)) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -21,6 +22,25 @@ namespace infer::INFER_ISA_NS {
 namespace {
 
 constexpr int kTile = kAttentionTile;
+// Query heads (of one row, sharing a KV head) whose dots and values one pass over a tile
+// computes together: their accumulators take 16 of AVX-512's 32 registers; 8 of AVX2's 16.
+#if defined(__AVX512F__)
+constexpr int kMaxStates = 4;
+#else
+constexpr int kMaxStates = 2;
+#endif
+// f(std::integral_constant<int, ns>{}) for 1 <= ns <= kMaxStates.
+template <class F>
+inline void with_states(int ns, F&& f) {
+  switch (ns) {
+#if defined(__AVX512F__)
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+#endif
+    case 2: return f(std::integral_constant<int, 2>{});
+    default: return f(std::integral_constant<int, 1>{});
+  }
+}
 
 // Loads head_dim elements of a cache row as floats (F16 and BF16 convert exactly, so the F16C
 // instruction, where the build has it, gives the same values as the scalar conversion; Q8_0 rows
@@ -121,21 +141,226 @@ inline void tile_dots(const float* const* q, const float* kt, int hd, float* con
     for (int c = 0; c < 4; ++c) store16(p[s] + 16 * c, acc[s][c]);
 }
 
-// p[t] *= scale over the visible positions [lo, n); returns their largest score.
-inline float scale_scores(float* p, int lo, int n, float scale) noexcept {
+// One tile's online-softmax step for one state, on its raw dots p[0..63] (visible positions
+// [lo, n)): p[t] = scale * p[t]; m_new = max(m, max_t p[t]); if m_new > m, acc and sum are scaled
+// by std::exp(m - m_new); p[t] = exp_ggml(p[t] - m_new) where visible, else 0; sum += the
+// tile's Σp in float64, 8 at a time through the lane tree ((p0+p4)+(p2+p6))+((p1+p5)+(p3+p7)).
+// The AVX2 and AVX-512 variants compute the same values W at a time (SoftmaxSimd): the products,
+// the maximum and the trees are exact or the same single roundings, and exp_lanes runs
+// exp_ggml's operations lane by lane.
+#if defined(__AVX512F__)
+struct SoftmaxSimd {
+  static constexpr int W = 16;
+  using F = __m512;
+  using Mask = __mmask16;
+  static F load(const float* p) noexcept { return _mm512_loadu_ps(p); }
+  static void store(float* p, F v) noexcept { _mm512_storeu_ps(p, v); }
+  static F set(float x) noexcept { return _mm512_set1_ps(x); }
+  static F sub(F a, F b) noexcept { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) noexcept { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) noexcept { return _mm512_fnmadd_ps(a, b, c); }  // c - a b, fused
+  // The float with bits (bits(z) << 23) + bits(1.0f): 2^n for the n in z's low mantissa bits.
+  static F pow2(F z) noexcept {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(_mm512_castps_si512(z), 23), _mm512_set1_epi32(0x3f800000)));
+  }
+  static Mask lanes(uint64_t bits) noexcept { return static_cast<Mask>(bits); }
+  static unsigned over(F n, Mask valid, float limit) noexcept {
+    return _mm512_mask_cmp_ps_mask(valid, _mm512_abs_ps(n), _mm512_set1_ps(limit), _CMP_GT_OQ);
+  }
+  // max(v, acc) in the lanes of m (acc kept where v is NaN, as std::max(acc, v)), else acc.
+  static F max_in(F acc, Mask m, F v) noexcept { return _mm512_mask_max_ps(acc, m, v, acc); }
+  static float max_of(F v) noexcept { return _mm512_reduce_max_ps(v); }
+  static F only(Mask m, F v) noexcept { return _mm512_maskz_mov_ps(m, v); }
+  // Adds the lane trees of v's two 8-lane halves to sum, the low half first.
+  static void add_trees(F v, double& sum) noexcept {
+    const F a = _mm512_add_ps(v, _mm512_permutexvar_ps(_mm512_setr_epi32(4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11), v));
+    const F b = _mm512_add_ps(a, _mm512_permutexvar_ps(_mm512_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13), a));
+    const F c = _mm512_add_ps(b, _mm512_permutexvar_ps(_mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14), b));
+    sum += static_cast<double>(_mm512_cvtss_f32(c));
+    sum += static_cast<double>(_mm512_cvtss_f32(_mm512_castps256_ps512(_mm512_extractf32x8_ps(c, 1))));
+  }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+struct SoftmaxSimd {
+  static constexpr int W = 8;
+  using F = __m256;
+  using Mask = __m256;  // all-ones lanes
+  static F load(const float* p) noexcept { return _mm256_loadu_ps(p); }
+  static void store(float* p, F v) noexcept { _mm256_storeu_ps(p, v); }
+  static F set(float x) noexcept { return _mm256_set1_ps(x); }
+  static F sub(F a, F b) noexcept { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) noexcept { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) noexcept { return _mm256_fnmadd_ps(a, b, c); }
+  static F pow2(F z) noexcept {
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(z), 23), _mm256_set1_epi32(0x3f800000)));
+  }
+  static Mask lanes(uint64_t bits) noexcept {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits & 0xFF)), bit), bit));
+  }
+  static unsigned over(F n, Mask valid, float limit) noexcept {
+    const F abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(valid, _mm256_cmp_ps(abs, _mm256_set1_ps(limit), _CMP_GT_OQ))));
+  }
+  // maxps returns its second operand when either is NaN: max(v, acc) keeps acc.
+  static F max_in(F acc, Mask m, F v) noexcept { return _mm256_blendv_ps(acc, _mm256_max_ps(v, acc), m); }
+  static float max_of(F v) noexcept {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+  }
+  static F only(Mask m, F v) noexcept { return _mm256_and_ps(m, v); }
+  static void add_trees(F v, double& sum) noexcept {
+    const F a = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));
+    const F b = _mm256_add_ps(a, _mm256_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));
+    const F c = _mm256_add_ps(b, _mm256_permute_ps(b, _MM_SHUFFLE(2, 3, 0, 1)));
+    sum += static_cast<double>(_mm256_cvtss_f32(c));
+  }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+// exp_ggml of each lane of x; the lanes in `valid` where 2^n does not fit a float's exponent
+// (exp_ggml's rare slow path) are recomputed one at a time.
+inline SoftmaxSimd::F exp_lanes(SoftmaxSimd::F x, SoftmaxSimd::Mask valid) noexcept {
+  using S = SoftmaxSimd;
+  const S::F shift = S::set(0x1.8p23f);
+  const S::F z = S::fma(x, S::set(0x1.715476p+0f), shift);
+  const S::F n = S::sub(z, shift);
+  const S::F b = S::fnma(n, S::set(0x1.7f7d1cp-20f), S::fnma(n, S::set(0x1.62e4p-1f), x));
+  const S::F u = S::mul(b, b);
+  const S::F j = S::fma(S::fma(S::fma(S::set(0x1.0e4020p-7f), b, S::set(0x1.573e2ep-5f)), u,
+                               S::fma(S::set(0x1.555e66p-3f), b, S::set(0x1.fffdb6p-2f))),
+                        u, S::mul(S::set(0x1.ffffecp-1f), b));
+  const S::F k = S::pow2(z);
+  S::F r = S::fma(j, k, k);
+  if (const unsigned slow = S::over(n, valid, 126.0f); slow != 0) {
+    alignas(64) float xs[S::W], rs[S::W];
+    S::store(xs, x);
+    S::store(rs, r);
+    for (int l = 0; l < S::W; ++l)
+      if (slow >> l & 1) rs[l] = exp_ggml(xs[l]);
+    r = S::load(rs);
+  }
+  return r;
+}
+#endif
+
+inline void tile_softmax(float* p, int lo, int n, float scale, float& m, float& sum, float* acc, int hd) noexcept {
+  static_assert(kTile == 64);
+#if defined(__AVX2__) && defined(__FMA__)
+  using S = SoftmaxSimd;
+  constexpr int kVectors = kTile / S::W;
+  // Bit t: position t is visible.
+  const uint64_t vis = (n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1) & ~((uint64_t{1} << lo) - 1);
+  S::F v[kVectors];
+  S::F mx = S::set(-INFINITY);
+  for (int c = 0; c < kVectors; ++c) {
+    v[c] = S::mul(S::load(p + S::W * c), S::set(scale));
+    mx = S::max_in(mx, S::lanes(vis >> (S::W * c)), v[c]);
+  }
+  const float tile_max = S::max_of(mx);
+#else
   float tile_max = -INFINITY;
   for (int t = lo; t < n; ++t) {
     p[t] *= scale;
     tile_max = std::max(tile_max, p[t]);
   }
-  return tile_max;
+#endif
+  const float m_new = std::fmax(m, tile_max);
+  if (m_new > m) {
+    const float rescale = std::exp(m - m_new);
+    for (int i = 0; i < hd; ++i) acc[i] *= rescale;
+    sum *= rescale;
+  }
+  m = m_new;
+  double tile_sum = 0.0;
+#if defined(__AVX2__) && defined(__FMA__)
+  for (int c = 0; c < kVectors; ++c) {
+    const S::Mask valid = S::lanes(vis >> (S::W * c));
+    const S::F e = S::only(valid, exp_lanes(S::sub(v[c], S::set(m_new)), valid));
+    S::store(p + S::W * c, e);
+    S::add_trees(e, tile_sum);
+  }
+#else
+  // Positions past n or before lo are masked: probability exactly 0, which adds nothing.
+  for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m_new) : 0.0f;
+  for (int g = 0; g < kTile; g += 8) {
+    const float* l = p + g;
+    tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
+  }
+#endif
+  sum = static_cast<float>(static_cast<double>(sum) + tile_sum);
 }
 
-// p[t] = scale * (q · k_t) for the tile's 64 positions; returns the largest visible score
-// (positions [lo, n)).
-inline float tile_scores(const float* q, const float* kt, int hd, int lo, int n, float scale, float* p) noexcept {
-  tile_dots<1>(&q, kt, hd, &p);
-  return scale_scores(p, lo, n, scale);
+// kt[i * kTile + t] = rows[t * hd + i]: the tile's 64 rows of hd floats, transposed.
+#if defined(__AVX512F__)
+// 16 rows of 16 floats (src, ss apart) to 16 columns (dst, ds apart).
+inline void transpose16(const float* src, int64_t ss, float* dst, int64_t ds) noexcept {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ss);
+  for (int k = 0; k < 8; ++k) {  // per 128-bit lane L: [a(4L) b(4L) a(4L+1) b(4L+1)], [a(4L+2) ...]
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {  // r[4k + j], lane L: column 4L + j of rows 4k..4k+3
+    const auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
+    r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * k]), pd(t[4 * k + 2])));
+    r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * k]), pd(t[4 * k + 2])));
+    r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * k + 1]), pd(t[4 * k + 3])));
+    r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * k + 1]), pd(t[4 * k + 3])));
+  }
+  for (int j = 0; j < 4; ++j) {  // column 4L + j: lane L of r[j], r[4 + j], r[8 + j], r[12 + j]
+    const __m512 s0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), s1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    const __m512 s2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88), s3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    _mm512_storeu_ps(dst + j * ds, _mm512_shuffle_f32x4(s0, s2, 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * ds, _mm512_shuffle_f32x4(s0, s2, 0xDD));
+    _mm512_storeu_ps(dst + (4 + j) * ds, _mm512_shuffle_f32x4(s1, s3, 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * ds, _mm512_shuffle_f32x4(s1, s3, 0xDD));
+  }
+}
+constexpr int kTransposeBlock = 16;
+#elif defined(__AVX2__)
+// 8 rows of 8 floats (src, ss apart) to 8 columns (dst, ds apart).
+inline void transpose8(const float* src, int64_t ss, float* dst, int64_t ds) noexcept {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {  // r[4k + j], half H: column 4H + j of rows 4k..4k+3
+    r[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    r[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    r[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    r[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * ds, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
+    _mm256_storeu_ps(dst + (4 + j) * ds, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
+  }
+}
+constexpr int kTransposeBlock = 8;
+#else
+constexpr int kTransposeBlock = 0;
+#endif
+
+inline void transpose_tile(const float* rows, int hd, float* kt) noexcept {
+  int i0 = 0;
+  if constexpr (kTransposeBlock > 0) {
+    for (; i0 + kTransposeBlock <= hd; i0 += kTransposeBlock)
+      for (int t0 = 0; t0 < kTile; t0 += kTransposeBlock) {
+#if defined(__AVX512F__)
+        transpose16(rows + static_cast<int64_t>(t0) * hd + i0, hd, kt + static_cast<int64_t>(i0) * kTile + t0, kTile);
+#elif defined(__AVX2__)
+        transpose8(rows + static_cast<int64_t>(t0) * hd + i0, hd, kt + static_cast<int64_t>(i0) * kTile + t0, kTile);
+#endif
+      }
+  }
+  for (int i = i0; i < hd; ++i)
+    for (int t = 0; t < kTile; ++t) kt[static_cast<int64_t>(i) * kTile + t] = rows[static_cast<int64_t>(t) * hd + i];
 }
 
 // acc[s][i] = fma(vt[t * hd + i], p[s][t], acc[s][i]) for t = lo..n-1 in order and i in
@@ -244,23 +469,8 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
         if (visible) cache_row(&KvView::k_block, kvh, t0 + t);
         for (int i = 0; i < hd; ++i) kt[i * kTile + t] = visible ? row[i] : 0.0f;
       }
-      const float tile_max = tile_scores(qh, kt, hd, lo, n, shape.scale, p);
-      const float m_new = std::fmax(m, tile_max);
-      if (m_new > m) {
-        const float rescale = std::exp(m - m_new);
-        for (int i = 0; i < hd; ++i) acc[i] *= rescale;
-        sum *= rescale;
-      }
-      m = m_new;
-      // Positions past n_ctx or before `first` are masked: probability exactly 0, which adds
-      // nothing below.
-      for (int t = 0; t < kTile; ++t) p[t] = t >= lo && t < n ? exp_ggml(p[t] - m) : 0.0f;
-      double tile_sum = 0.0;
-      for (int g = 0; g < kTile; g += 8) {
-        const float* l = p + g;
-        tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
-      }
-      sum = static_cast<float>(static_cast<double>(sum) + tile_sum);
+      tile_dots<1>(&qh, kt, hd, &p);
+      tile_softmax(p, lo, n, shape.scale, m, sum, acc, hd);
       for (int t = lo; t < n; ++t) {
         cache_row(&KvView::v_block, kvh, t0 + t);
         for (int i = 0; i < hd; ++i) acc[i] = std::fma(row[i], p[t], acc[i]);
@@ -282,8 +492,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
   const uint64_t row_bytes = kv.row_bytes;
   float* kt = scratch;             // kt[i * kTile + t]
   float* vt = kt + kTile * hd;     // vt[t * hd + i]
-  float* vrow = vt + kTile * hd;   // one K row
-  float* acc = vrow + hd;          // [n_states][hd]: this chunk's
+  float* acc = vt + kTile * hd;    // [n_states][hd]: this chunk's
   float* prob = acc + static_cast<int64_t>(n_states) * hd;   // [n_states][kTile]
   float* m = prob + static_cast<int64_t>(n_states) * kTile;  // [n_states]
   float* sum = m + n_states;                                 // [n_states]
@@ -324,60 +533,43 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
         fold_all();
         reset_chunk();
       }
-      // The tile's keys any row sees (others stay 0: every row masks them).
+      // The tile's keys any row sees (others stay 0: every row masks them), staged as rows in vt
+      // and transposed into kt; then the tile's values any row sees, as floats: vt[t * hd + i].
       const int n_all = std::min<int32_t>(kTile, hi_all - t0);
       const int lo_tile = std::max<int32_t>(0, lo_all - t0);
       for (int t = 0; t < kTile; ++t) {
-        const bool needed = t >= lo_tile && t < n_all;
-        if (needed) load(&KvView::k_block, kvh, t0 + t, vrow);
-        for (int i = 0; i < hd; ++i) kt[i * kTile + t] = needed ? vrow[i] : 0.0f;
+        float* dst = vt + static_cast<int64_t>(t) * hd;
+        if (t >= lo_tile && t < n_all)
+          load(&KvView::k_block, kvh, t0 + t, dst);
+        else
+          std::fill(dst, dst + hd, 0.0f);
       }
-      // The tile's values any row sees, as floats: vt[t * hd + i].
+      transpose_tile(vt, hd, kt);
       for (int t = lo_tile; t < n_all; ++t) load(&KvView::v_block, kvh, t0 + t, vt + static_cast<int64_t>(t) * hd);
       for (int j = 0; j < n_rows; ++j) {
         const int32_t first = rows.first[j], n_ctx = rows.n_ctx[j];
         if (t0 >= n_ctx || t0 + kTile <= first / kTile * kTile) continue;  // tile outside this row's range
         const int n = std::min<int32_t>(kTile, n_ctx - t0);
         const int lo = std::max<int32_t>(0, first - t0);
-        // The row's query heads two at a time (they share the K and V loads), then one.
+        // The row's query heads kMaxStates at a time (they share the K and V loads), then fewer.
         for (int g = g_lo; g < g_hi;) {
-          const int ns = g + 1 < g_hi ? 2 : 1;
-          const float* qh[2];
-          float* p[2];
-          float* a[2];
+          const int ns = std::min(kMaxStates, g_hi - g);
+          const float* qh[kMaxStates];
+          float* p[kMaxStates];
+          float* a[kMaxStates];
           for (int k = 0; k < ns; ++k) {
             const int s = j * group + g + k;
             qh[k] = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g + k) * hd;
             p[k] = prob + static_cast<int64_t>(s) * kTile;
             a[k] = acc + static_cast<int64_t>(s) * hd;
           }
-          if (ns == 2)
-            tile_dots<2>(qh, kt, hd, p);
-          else
-            tile_dots<1>(qh, kt, hd, p);
+          with_states(ns, [&](auto c) { tile_dots<decltype(c)::value>(qh, kt, hd, p); });
           for (int k = 0; k < ns; ++k) {
             const int s = j * group + g + k;
-            const float tile_max = scale_scores(p[k], lo, n, shape.scale);
-            const float m_new = std::fmax(m[s], tile_max);
-            if (m_new > m[s]) {
-              const float rescale = std::exp(m[s] - m_new);
-              for (int i = 0; i < hd; ++i) a[k][i] *= rescale;
-              sum[s] *= rescale;
-            }
-            m[s] = m_new;
-            for (int t = 0; t < kTile; ++t) p[k][t] = t >= lo && t < n ? exp_ggml(p[k][t] - m_new) : 0.0f;
-            double tile_sum = 0.0;
-            for (int q8 = 0; q8 < kTile; q8 += 8) {
-              const float* l = p[k] + q8;
-              tile_sum += static_cast<double>(((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])));
-            }
-            sum[s] = static_cast<float>(static_cast<double>(sum[s]) + tile_sum);
+            tile_softmax(p[k], lo, n, shape.scale, m[s], sum[s], a[k], hd);
           }
           // Values: each element's chain over the row's visible positions, in position order.
-          if (ns == 2)
-            tile_values<2>(vt, hd, lo, n, p, a);
-          else
-            tile_values<1>(vt, hd, lo, n, p, a);
+          with_states(ns, [&](auto c) { tile_values<decltype(c)::value>(vt, hd, lo, n, p, a); });
           g += ns;
         }
       }

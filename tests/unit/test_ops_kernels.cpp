@@ -2,6 +2,7 @@
 // bit for bit, and the reference against float64.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -105,6 +106,42 @@ TEST_CASE("every ISA's variant of the norm, activation and RoPE kernels gives th
     for (size_t i = 0; i < got.size(); ++i) {
       INFO("isa " << isa_name(isa) << " output " << i);
       REQUIRE(f32_bits(got[i]) == f32_bits(expect[i]));
+    }
+  }
+}
+
+TEST_CASE("rms_norm_rows gives every row rms_norm's bits, on every ISA, for any number of rows", "[ops]") {
+  // Magnitudes from 1e-4 to 1e4, so that the float64 sum rounds and its order shows.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-4, 4);
+  for (int64_t n : {int64_t{3}, int64_t{8}, int64_t{256}, int64_t{517}}) {
+    const int max_rows = 45;  // one batch of 32, then 13 (two chains and a partial one)
+    std::vector<float> x(static_cast<size_t>(n * max_rows)), w(static_cast<size_t>(n));
+    for (auto& v : x) v = mant(rng) * std::pow(10.0f, static_cast<float>(expo(rng)));
+    for (auto& v : w) v = mant(rng);
+    std::vector<float> expect(x.size());
+    {
+      test::IsaScope scalar(CpuIsa::scalar);
+      for (int r = 0; r < max_rows; ++r) rms_norm(x.data() + r * n, w.data(), expect.data() + r * n, n, 1e-6f);
+    }
+    for (CpuIsa isa : test::supported_isas()) {
+      test::IsaScope scope(isa);
+      for (int count : {1, 7, 8, 9, 31, 32, 33, max_rows}) {
+        std::vector<float> y(x.size(), -1.0f);
+        std::vector<const float*> xs;
+        std::vector<float*> ys;
+        for (int r = 0; r < count; ++r) {
+          // Rows in reverse order: each row's result must not depend on its place in the batch.
+          xs.push_back(x.data() + (count - 1 - r) * n);
+          ys.push_back(y.data() + (count - 1 - r) * n);
+        }
+        for (int k = 0; k < count; k += 32) rms_norm_rows(xs.data() + k, ys.data() + k, std::min(32, count - k), w.data(), n, 1e-6f);
+        for (int64_t i = 0; i < count * n; ++i) {
+          INFO("isa " << isa_name(isa) << " n " << n << " rows " << count << " element " << i);
+          REQUIRE(f32_bits(y[static_cast<size_t>(i)]) == f32_bits(expect[static_cast<size_t>(i)]));
+        }
+      }
     }
   }
 }

@@ -12,6 +12,7 @@ namespace infer {
 #define INFER_DECLARE_OPS(ns) \
   namespace ns { \
   void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept; \
+  void rms_norm_rows(const float* const* x, float* const* y, int count, const float* w, int64_t n, float eps) noexcept; \
   void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept; \
   void add_inplace(float* x, const float* y, int64_t n) noexcept; \
   void softmax_inplace(float* x, int64_t n) noexcept; \
@@ -26,6 +27,9 @@ INFER_DECLARE_OPS(isa_avx512)
 #undef INFER_DECLARE_OPS
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept { INFER_ISA_DISPATCH(rms_norm, x, w, y, n, eps); }
+void rms_norm_rows(const float* const* x, float* const* y, int count, const float* w, int64_t n, float eps) noexcept {
+  INFER_ISA_DISPATCH(rms_norm_rows, x, y, count, w, n, eps);
+}
 void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept { INFER_ISA_DISPATCH(silu_mul, g, u, y, n); }
 void add_inplace(float* x, const float* y, int64_t n) noexcept { INFER_ISA_DISPATCH(add_inplace, x, y, n); }
 void softmax_inplace(float* x, int64_t n) noexcept { INFER_ISA_DISPATCH(softmax_inplace, x, n); }

@@ -1,7 +1,8 @@
-// Element-wise and normalization kernels of the transformer block, plain scalar code compiled once
-// per ISA (core/isa_variants.hpp; every variant gives the same bits): they are a
-// small share of the time next to the matmuls, and their fixed loop order keeps every row's
-// result independent of the other rows in the batch.
+// Element-wise and normalization kernels of the transformer block, compiled once per ISA
+// (core/isa_variants.hpp; every variant gives the same bits): mostly plain scalar code the
+// compiler vectorizes, as they are a small share of the time next to the matmuls; rms_norm_rows
+// (whose single-row float64 chain the compiler cannot vectorize) has AVX2 / AVX-512 code. Their
+// fixed loop order keeps every row's result independent of the other rows in the batch.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,10 @@ namespace infer {
 // y = x / sqrt(mean(x^2) + eps) * w, over n elements (sum accumulated in double, as llama.cpp's
 // ggml_compute_forward_rms_norm does, then scaled in float).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept;
+// rms_norm of `count` rows at once (row k: x[k] to y[k], n elements each, the same w), each row's
+// result bit-identical to rms_norm's: the AVX2 and AVX-512 variants run up to 32 rows' float64
+// chains side by side, as the single row's chain is bound by the add's latency.
+void rms_norm_rows(const float* const* x, float* const* y, int count, const float* w, int64_t n, float eps) noexcept;
 
 // y = silu(g) * u, element-wise, silu(x) = x / (1 + exp(-x)) computed as llama.cpp's AVX2 build
 // computes it: elements in groups of 8 with ggml's vector exp (exp_ggml), the tail with expf.

@@ -1,7 +1,12 @@
 // The element-wise and normalization kernels' code, compiled once per ISA (core/isa_variants.hpp):
 // included by ops_ref.cpp, ops_avx2.cpp and ops_avx512.cpp inside namespace infer::INFER_ISA_NS;
 // ops.cpp dispatches. Contract in ops.hpp. No include guard.
+#include <algorithm>
 #include <cmath>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/exp_approx.hpp"
 #include "kernels/cpu/ops.hpp"
@@ -17,14 +22,105 @@ inline float rounded(float x) noexcept {
   return x;
 }
 
+// y = (x * scale) * w with scale = 1 / sqrt(float(sum / n) + eps): rms_norm after its sum.
+inline void rms_norm_scale(const float* x, const float* w, float* y, int64_t n, float eps, double sum) noexcept {
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+#if defined(__AVX2__)
+// 8 rows of 8 floats to 8 columns, in registers: v[e] lane k <- v[k] lane e.
+inline void transpose8x8(__m256 (&v)[8]) noexcept {
+  __m256 t[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(v[2 * k], v[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(v[2 * k], v[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {  // v[4k + j], half H: element 4H + j of rows 4k..4k+3
+    v[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    v[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    v[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    v[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
+    t[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
+  }
+  for (int e = 0; e < 8; ++e) v[e] = t[e];
+}
+
+// Eight float64 chains, one per lane.
+struct Sums8 {
+#if defined(__AVX512F__)
+  __m512d v = _mm512_setzero_pd();
+  void add(__m256 f) noexcept { v = _mm512_add_pd(v, _mm512_cvtps_pd(f)); }
+  void store(double* p) const noexcept { _mm512_storeu_pd(p, v); }
+#else
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  void add(__m256 f) noexcept {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+  }
+  void store(double* p) const noexcept { _mm256_storeu_pd(p, lo), _mm256_storeu_pd(p + 4, hi); }
+#endif
+};
+
+// rms_norm of count <= 8 G rows, their float64 sums side by side: lane k of chain g is row
+// 8g + k's sum, which still adds x_i * x_i (rounded to float) in index order, one element at a
+// time; G chains hide the add's latency, and an 8 x 8 transpose turns 8 elements of 8 rows into
+// 8 adds. Rows past count repeat the last one (their sums are dropped).
+template <int G>
+void sum_squares_rows(const float* const* x, float* const* y, int count, const float* w, int64_t n, float eps) noexcept {
+  const float* r[8 * G];
+  for (int k = 0; k < 8 * G; ++k) r[k] = x[k < count ? k : count - 1];
+  Sums8 acc[G];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int g = 0; g < G; ++g) {
+      __m256 v[8];
+      for (int k = 0; k < 8; ++k) {
+        const __m256 a = _mm256_loadu_ps(r[8 * g + k] + i);
+        v[k] = _mm256_mul_ps(a, a);
+      }
+      transpose8x8(v);
+      for (int e = 0; e < 8; ++e) acc[g].add(v[e]);
+    }
+  for (; i < n; ++i)
+    for (int g = 0; g < G; ++g) {
+      alignas(32) float sq[8];
+      for (int k = 0; k < 8; ++k) sq[k] = r[8 * g + k][i] * r[8 * g + k][i];
+      acc[g].add(_mm256_load_ps(sq));
+    }
+  alignas(64) double sums[8 * G];
+  for (int g = 0; g < G; ++g) acc[g].store(sums + 8 * g);
+  for (int k = 0; k < count; ++k) rms_norm_scale(x[k], w, y[k], n, eps, sums[k]);
+}
+#endif
+
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) noexcept {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  rms_norm_scale(x, w, y, n, eps, sum);
+}
+
+void rms_norm_rows(const float* const* x, float* const* y, int count, const float* w, int64_t n, float eps) noexcept {
+#if defined(__AVX2__)
+  for (int k = 0; k < count;) {
+    const int rest = std::min(32, count - k);
+    switch ((rest + 7) / 8) {
+      case 1: sum_squares_rows<1>(x + k, y + k, rest, w, n, eps); break;
+      case 2: sum_squares_rows<2>(x + k, y + k, rest, w, n, eps); break;
+      case 3: sum_squares_rows<3>(x + k, y + k, rest, w, n, eps); break;
+      default: sum_squares_rows<4>(x + k, y + k, rest, w, n, eps); break;
+    }
+    k += rest;
+  }
+#else
+  for (int k = 0; k < count; ++k) rms_norm(x[k], w, y[k], n, eps);
+#endif
 }
 
 void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {

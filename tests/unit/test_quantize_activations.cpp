@@ -210,3 +210,37 @@ TEST_CASE("F16 activations are f32_to_f16's bits for every float exponent, round
     }
   }
 }
+
+TEST_CASE("every ISA's Q8_0, Q8_1 and Q8_K quantizer writes the scalar variant's bytes", "[quant][activations]") {
+  const int64_t n = 256 * 24;
+  std::vector<std::vector<float>> rows = {spread_row(n, 21), spread_row(n, 22)};
+  // Halves to round (amax 127 per block: multipliers 1 and -1), and per 256 both signs of the
+  // largest magnitude at several places (the first one decides Q8_K's sign).
+  std::mt19937 rng(23);
+  std::vector<float> ties(static_cast<size_t>(n));
+  for (auto& v : ties) v = static_cast<float>(static_cast<int>(rng() % 509) - 254) / 2.0f;
+  for (int64_t b = 0; b < n / 32; ++b) ties[static_cast<size_t>(b * 32 + b % 32)] = b % 3 == 0 ? -127.0f : 127.0f;
+  rows.push_back(ties);
+  rows.push_back(std::vector<float>(static_cast<size_t>(n), 0.0f));
+  for (const auto& x : rows) {
+    std::vector<BlockQ8_0> q0(static_cast<size_t>(n / 32)), e0(q0.size());
+    std::vector<BlockQ8_1> q1(static_cast<size_t>(n / 32)), e1(q1.size());
+    std::vector<BlockQ8_K> qk(static_cast<size_t>(n / 256)), ek(qk.size());
+    {
+      IsaScope scalar(CpuIsa::scalar);
+      quantize_activations_q8_0(x.data(), e0.data(), n);
+      quantize_activations_q8_1(x.data(), e1.data(), n);
+      quantize_activations_q8_k(x.data(), ek.data(), n);
+    }
+    for (CpuIsa isa : supported_isas()) {
+      IsaScope scope(isa);
+      quantize_activations_q8_0(x.data(), q0.data(), n);
+      quantize_activations_q8_1(x.data(), q1.data(), n);
+      quantize_activations_q8_k(x.data(), qk.data(), n);
+      INFO(isa_name(isa));
+      REQUIRE(std::memcmp(q0.data(), e0.data(), q0.size() * sizeof(BlockQ8_0)) == 0);
+      REQUIRE(std::memcmp(q1.data(), e1.data(), q1.size() * sizeof(BlockQ8_1)) == 0);
+      REQUIRE(std::memcmp(qk.data(), ek.data(), qk.size() * sizeof(BlockQ8_K)) == 0);
+    }
+  }
+}

@@ -171,20 +171,22 @@ void q4_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
 // elements 4p..4p+3 (one dpbusd lane), so a vector holds two weight rows' 8 lanes: the low half
 // row 2j, the high half row 2j + 1, against one activation row's block broadcast to both halves.
 //
-// Packed group, per block i (544 bytes, as many as the 16 rows' blocks in the file):
-//   d    f16[16]    lane j: row j's scale (0 past count); the tile spreads a pair's two over
-//                   the halves of a vector
-//   q    u8[8][64]  pair j: bytes 0-31 row 2j's quants + 128, bytes 32-63 row 2j + 1's
-// Q8_0 weights are packed per call only (no unpack): read from memory once per decode step, this
-// single stream ran at 10-13 GB/s on one Zen 5 core against 16 GB/s for the row-by-row AVX2 dots.
+// Packed group, per block i (1024 bytes):
+//   d    f32[8][16]  pair j: lanes 0-7 row 2j's scale, lanes 8-15 row 2j + 1's (0 past count),
+//                    as the pair's vector of products dW * dA needs them
+//   q    u8[8][64]   pair j: bytes 0-31 row 2j's quants + 128, bytes 32-63 row 2j + 1's
+// Per block, a tile of P pairs by R activation rows then takes R x P (dpbusd, conversion,
+// product of scales, fma) and no shuffle. Q8_0 and Q5_0 weights are packed per call only (no
+// unpack), into scratch, so the scales may take more room than in the file: Q8_0 read from memory
+// once per decode step, this single stream ran at 10-13 GB/s on one Zen 5 core against 16 GB/s
+// for the row-by-row AVX2 dots.
 // Side data of an activation row: per block, int32[8] -128 Σ a over each lane's 4 elements;
 // then per block f32 dA.
 constexpr int64_t kPairs = kGroup / 2;
 struct Q8Packed {
-  uint16_t d[kGroup];
+  float d[kPairs][16];
   uint8_t q[kPairs][64];
 };
-static_assert(sizeof(Q8Packed) == kGroup * sizeof(BlockQ8_0));
 
 int64_t q8_side_bytes(int64_t n) noexcept { return round64(n / kQK * 36); }
 inline const int32_t* q8_corrections(const uint8_t* side, int64_t i) { return reinterpret_cast<const int32_t*>(side) + 8 * i; }
@@ -209,6 +211,11 @@ inline __m512i pair_lanes(int64_t j) {
   return _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(2 * j)), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
 }
 
+// out.d from the 16 rows' scales (lane j: row j's).
+inline void store_pair_scales(__m512 d16, Q8Packed& out) {
+  for (int64_t j = 0; j < kPairs; ++j) _mm512_storeu_ps(out.d[j], _mm512_permutexvar_ps(pair_lanes(j), d16));
+}
+
 void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   const auto* base = static_cast<const uint8_t*>(w);
@@ -220,7 +227,7 @@ void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) 
   const __mmask16 valid = lanes_below(count);
   const int64_t pairs = (count + 1) / 2;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    store256(out[i].d, block_scales(reinterpret_cast<const uint8_t*>(&row(0)[i]), offsets, valid));
+    store_pair_scales(_mm512_cvtph_ps(block_scales(reinterpret_cast<const uint8_t*>(&row(0)[i]), offsets, valid)), out[i]);
     for (int64_t j = 0; j < pairs; ++j) {
       const auto load256 = [&](int64_t r) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(r)[i].qs)); };
       const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(2 * j)), load256(2 * j + 1), 1);
@@ -244,15 +251,17 @@ void q5_0_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   auto* out = static_cast<Q8Packed*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i) {
+    alignas(32) uint16_t d[kGroup];
     for (int64_t j = 0; j < kGroup; ++j) {
       const auto& b = group_block<BlockQ5_0>(w, ws, count, j, i);
-      out[i].d[j] = j < count ? b.d : 0;
+      d[j] = j < count ? b.d : 0;
       uint32_t qh;
       std::memcpy(&qh, b.qh, 4);
       // Element t: nibble | bit t of qh << 4, minus 16, plus 128.
       const __m256i v = _mm256_or_si256(nibbles(b.qs), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].q[j / 2] + 32 * (j % 2)), _mm256_add_epi8(v, _mm256_set1_epi8(112)));
     }
+    store_pair_scales(load_scales(d), out[i]);
   }
 }
 
@@ -276,20 +285,19 @@ void q8_tile(const Q8Packed* pk, int64_t j0, int64_t count, const void* a, int64
   for (int64_t i = 0; i < n / kQK; ++i) {
     __m512i aq[R];
     for (int r = 0; r < R; ++r) aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8_row(a, as, r)[i].qs)));
-    const __m512 dw16 = load_scales(pk[i].d);
-    __m512 dd16[R];
+    __m512 da16[R];
     __m512i c[R];
     for (int r = 0; r < R; ++r) {
-      // The products dW * dA of all 16 rows at once (the same float product the reference takes).
-      dd16[r] = _mm512_mul_ps(dw16, _mm512_set1_ps(da[r][i]));
+      da16[r] = _mm512_set1_ps(da[r][i]);
       c[r] = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(q8_corrections(side + r * ss, i))));
     }
     for (int q = 0; q < P; ++q) {
       const __m512i wq = _mm512_loadu_si512(pk[i].q[j0 + q]);
-      const __m512i lanes = pair_lanes(j0 + q);
+      const __m512 dw = _mm512_loadu_ps(pk[i].d[j0 + q]);
       for (int r = 0; r < R; ++r) {
+        // The products dW * dA of the pair's two rows (the same float product the reference takes).
         const __m512i dot = _mm512_dpbusd_epi32(c[r], wq, aq[r]);
-        acc[q][r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, dd16[r]), _mm512_cvtepi32_ps(dot), acc[q][r]);
+        acc[q][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da16[r]), _mm512_cvtepi32_ps(dot), acc[q][r]);
       }
     }
   }

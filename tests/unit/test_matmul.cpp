@@ -265,6 +265,27 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
   if (detected_isa() >= CpuIsa::avx512) REQUIRE(packed_types > 0);
 }
 
+TEST_CASE("the tiled path's blocking (activation rows in chunks, weight groups in batches) gives matmul_ref's bits",
+          "[matmul][qgemm][backend]") {
+  // Rows of 4096 elements: the activation rows come in chunks of a few dozen (matmul.cpp keeps a
+  // chunk and a batch of packed groups in L2), so 61 rows take several chunks with a partial last
+  // one, and 5 weight groups several batches; per call packing and packing at load.
+  ThreadPool pool(2);
+  CpuBackend backend(pool);
+  const int64_t n_in = 4096, n_out = 80 - 3;
+  for (const CpuTypeTraits& traits : all_cpu_types()) {
+    if (!traits.gemm_avx512) continue;
+    const DType t = traits.type;
+    const uint64_t seed = 130 + static_cast<uint64_t>(t);
+    const auto bytes = random_weights(t, n_out, n_in, seed, kTypicalScale);
+    const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
+    INFO(dtype_name(t));
+    require_ref_bits_for_every_row_count(w, w, seed, pool, {8, 61});
+    if (traits.load_packing && detected_isa() >= CpuIsa::avx512)
+      require_ref_bits_for_every_row_count(*backend.prepare_weight(w), w, seed, pool, {61});
+  }
+}
+
 TEST_CASE("batched F16 / BF16 matmul (tiled kernels) equals matmul_ref bit for bit for 1 to 40, 47 to 49 and 97 rows, row tails",
           "[matmul][qgemm]") {
   // Beyond the sweep above: row lengths with a tail of 7 (one block, several with a partial last

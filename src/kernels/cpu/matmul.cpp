@@ -105,9 +105,20 @@ uint8_t* packed_scratch(size_t bytes) {
   return grow(buffer, bytes);
 }
 
+// The tiled path's blocking: the activation rows (with their side data) one pass over a batch of
+// weight groups meets, and the packed groups of that batch, each about this many bytes, so that
+// both stay in the core's L2 (1 MiB on Zen 4, 2 MiB on Sapphire Rapids) rather than the whole
+// batch of activations (2.3 MiB for 512 rows of 2048 Q8_0 elements) streaming from L3 once
+// per group.
+constexpr int64_t kGemmActBytes = 256 * 1024;
+constexpr int64_t kGemmPackedBytes = 256 * 1024;
+constexpr int64_t kMaxGemmBatch = 8;
+
 // The tiled path (kernels/cpu/qgemm.hpp): activation rows converted once, with their side data;
-// then per group of weight rows, one tile pass over all the activation rows with the group as
-// the CPU backend packed it at load (Layout::cpu_packed) or as packed here into scratch.
+// then per batch of weight groups (as the CPU backend packed them at load, Layout::cpu_packed, or
+// as packed here into scratch), per chunk of activation rows, one tile pass of each group over
+// the chunk. A result does not depend on the blocking: each (weight row, activation row) pair
+// runs its own chain.
 void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits& at, const float* x, int64_t n_rows,
                  int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
   const int64_t n_in = w.shape[0], n_out = w.shape[1];
@@ -125,16 +136,25 @@ void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits&
   const int64_t group = k.group_rows, group_bytes = k.packed_bytes(n_in);
   const bool prepacked = w.layout == Layout::cpu_packed;
   const auto w_row = static_cast<int64_t>(w.row_bytes());
+  const int64_t batch = std::clamp<int64_t>(kGemmPackedBytes / std::max<int64_t>(group_bytes, 1), 1, kMaxGemmBatch);
+  const int64_t chunk = k.whole_batch ? std::max<int64_t>(n_rows, 1)
+                                      : std::max<int64_t>(4, kGemmActBytes / std::max<int64_t>(a_row + side_row, 1) / 4 * 4);
   pool.parallel_for(static_cast<size_t>((n_out + group - 1) / group), [&](size_t begin, size_t end) {
-    uint8_t* scratch = prepacked ? nullptr : packed_scratch(static_cast<size_t>(group_bytes));
-    for (auto g = static_cast<int64_t>(begin); g < static_cast<int64_t>(end); ++g) {
-      const int64_t o0 = g * group, count = std::min(group, n_out - o0);
-      const void* packed = scratch;
-      if (prepacked)
-        packed = static_cast<const uint8_t*>(w.data) + g * group_bytes;
-      else
-        k.pack(w.row(o0), w_row, count, n_in, scratch);
-      k.multiply(packed, count, act, a_row, side, side_row, n_rows, n_in, y + o0, y_stride);
+    uint8_t* scratch = prepacked ? nullptr : packed_scratch(static_cast<size_t>(batch * group_bytes));
+    for (auto g0 = static_cast<int64_t>(begin); g0 < static_cast<int64_t>(end); g0 += batch) {
+      const int64_t g1 = std::min<int64_t>(static_cast<int64_t>(end), g0 + batch);
+      const auto packed = [&](int64_t g) -> const uint8_t* {
+        return prepacked ? static_cast<const uint8_t*>(w.data) + g * group_bytes : scratch + (g - g0) * group_bytes;
+      };
+      const auto rows_of = [&](int64_t g) { return std::min(group, n_out - g * group); };
+      if (!prepacked)
+        for (int64_t g = g0; g < g1; ++g) k.pack(w.row(g * group), w_row, rows_of(g), n_in, scratch + (g - g0) * group_bytes);
+      for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
+        const int64_t rows = std::min(chunk, n_rows - r0);
+        for (int64_t g = g0; g < g1; ++g)
+          k.multiply(packed(g), rows_of(g), act + r0 * a_row, a_row, side + r0 * side_row, side_row, rows, n_in,
+                     y + r0 * y_stride + g * group, y_stride);
+      }
     }
   });
 }

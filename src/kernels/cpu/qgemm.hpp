@@ -45,6 +45,10 @@ struct QGemmKernel {
   // row <- weight row j (< count) of a packed group, in the weight type's own block layout,
   // byte for byte as pack() read it. Present for the kernels a type names as its load_packing.
   void (*unpack)(const void* packed, int64_t j, int64_t n, void* row) noexcept;
+  // multiply() blocks the activation rows itself and does per-call work on the group (the F16 /
+  // BF16 kernels convert it to F32): the caller passes it all the rows at once. Otherwise the
+  // caller (matmul.cpp) passes the rows in chunks that stay in L2 with a batch of groups.
+  bool whole_batch = false;
 };
 
 // The AVX-512 VNNI kernels for every quantized type (kernels/cpu/dtype_traits.hpp lists them per

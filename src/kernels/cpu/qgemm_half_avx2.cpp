@@ -91,8 +91,8 @@ namespace N = INFER_ISA_NS;
 // 2048 x 5632: 3.25 -> 3.35, 2048 x 2048: 0.63 -> 0.74); at 8 rows they win (5.53 -> 4.31,
 // 1.35 -> 1.02; BF16 6.35 -> 4.45, 1.67 -> 1.04).
 const QGemmKernel qgemm_f16_avx2{8, N::kGroup, N::side_bytes, N::prepare_side<false>, N::packed_bytes,
-                                 N::pack<N::Avx2::kTileRows, false>, N::multiply<N::Avx2>};
+                                 N::pack<N::Avx2::kTileRows, false>, N::multiply<N::Avx2>, nullptr, true};
 const QGemmKernel qgemm_bf16_avx2{8, N::kGroup, N::side_bytes, N::prepare_side<true>, N::packed_bytes,
-                                  N::pack<N::Avx2::kTileRows, true>, N::multiply<N::Avx2>};
+                                  N::pack<N::Avx2::kTileRows, true>, N::multiply<N::Avx2>, nullptr, true};
 
 }  // namespace infer

@@ -213,13 +213,13 @@ namespace N = INFER_ISA_NS;
 // 4 they win (3.76 -> 2.91; BF16 3.41 -> 2.76) but where the weight stays in L3 (F16 2048 x 2048:
 // 0.64 -> 0.70); at 8 everywhere (6.01 -> 3.56, 1.49 -> 1.08).
 const QGemmKernel qgemm_f16_avx512{4, N::kGroup, N::side_bytes, N::prepare_side<false>, N::packed_bytes,
-                                   N::pack<N::Avx512::kTileRows, false>, N::multiply<N::Avx512>};
+                                   N::pack<N::Avx512::kTileRows, false>, N::multiply<N::Avx512>, nullptr, true};
 const QGemmKernel qgemm_bf16_avx512{4, N::kGroup, N::side_bytes, N::prepare_side<true>, N::packed_bytes,
-                                    N::pack<N::Avx512::kTileRows, true>, N::multiply<N::Avx512>};
+                                    N::pack<N::Avx512::kTileRows, true>, N::multiply<N::Avx512>, nullptr, true};
 // Packed at load (CpuTypeTraits::load_packing): every batch size reads the pairs layout.
 const QGemmKernel qgemm_f16_pairs_avx512{1, N::kGroup, N::side_bytes, N::prepare_side<false>, N::pairs_packed_bytes,
-                                         N::pairs_pack<false>, N::pairs_multiply<false>, N::pairs_unpack};
+                                         N::pairs_pack<false>, N::pairs_multiply<false>, N::pairs_unpack, true};
 const QGemmKernel qgemm_bf16_pairs_avx512{1, N::kGroup, N::side_bytes, N::prepare_side<true>, N::pairs_packed_bytes,
-                                          N::pairs_pack<true>, N::pairs_multiply<true>, N::pairs_unpack};
+                                          N::pairs_pack<true>, N::pairs_multiply<true>, N::pairs_unpack, true};
 
 }  // namespace infer

@@ -335,15 +335,15 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 // mins = fma(mW, sA, mins) per block; the result is the lane tree plus mins. The nibbles are
 // unsigned (Q5_1's with the fifth bit: 0..31), so dpbusd needs no correction. Packed per call
 // only (one byte per quant).
-// Packed group, per block i (576 bytes):
-//   d, m   f16[16] each   lane j: row j's scale and min (0 past count)
+// Packed group, per block i (1056 bytes):
+//   d      f32[8][16]     pair j: lanes 0-7 row 2j's scale, lanes 8-15 row 2j + 1's (as Q8_0's)
+//   m      f16[16]        lane j: row j's min (0 past count)
 //   q      u8[8][64]      pair j: bytes 0-31 row 2j's nibbles in element order, 32-63 row 2j + 1's
 struct Q41Packed {
-  uint16_t d[kGroup];
+  float d[kPairs][16];
   uint16_t m[kGroup];
   uint8_t q[kPairs][64];
 };
-static_assert(sizeof(Q41Packed) == 576);
 
 
 int64_t q41_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q41Packed)); }
@@ -361,12 +361,14 @@ void q41_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed)
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   auto* out = static_cast<Q41Packed*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i) {
+    alignas(32) uint16_t d[kGroup];
     for (int64_t j = 0; j < kGroup; ++j) {
       const auto& b = group_block<Block>(w, ws, count, j, i);
-      out[i].d[j] = j < count ? b.d : 0;
+      d[j] = j < count ? b.d : 0;
       out[i].m[j] = j < count ? b.m : 0;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].q[j / 2] + 32 * (j % 2)), unsigned_quants(b));
     }
+    for (int64_t j = 0; j < kPairs; ++j) _mm512_storeu_ps(out[i].d[j], _mm512_permutexvar_ps(pair_lanes(j), load_scales(d)));
   }
 }
 
@@ -378,21 +380,21 @@ void q41_tile(const Q41Packed* pk, int64_t j0, int64_t count, const void* a, int
     for (int q = 0; q < P; ++q) acc[q][r] = _mm512_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m512 dw16 = load_scales(pk[i].d), mw16 = load_scales(pk[i].m);
+    const __m512 mw16 = load_scales(pk[i].m);
     __m512i aq[R];
-    __m512 dd16[R];
+    __m512 da16[R];
     for (int r = 0; r < R; ++r) {
       const BlockQ8_1& ab = act_row<BlockQ8_1>(a, as, r)[i];
       aq[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
-      dd16[r] = _mm512_mul_ps(dw16, _mm512_set1_ps(half(ab.d)));
+      da16[r] = _mm512_set1_ps(half(ab.d));
       mins[r] = _mm512_fmadd_ps(mw16, _mm512_set1_ps(half(ab.s)), mins[r]);
     }
     for (int q = 0; q < P; ++q) {
       const __m512i wq = _mm512_loadu_si512(pk[i].q[j0 + q]);
-      const __m512i lanes = pair_lanes(j0 + q);
+      const __m512 dw = _mm512_loadu_ps(pk[i].d[j0 + q]);
       for (int r = 0; r < R; ++r) {
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq[r]);
-        acc[q][r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, dd16[r]), _mm512_cvtepi32_ps(dot), acc[q][r]);
+        acc[q][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da16[r]), _mm512_cvtepi32_ps(dot), acc[q][r]);
       }
     }
   }

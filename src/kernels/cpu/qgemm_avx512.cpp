@@ -188,6 +188,13 @@ struct Q8Packed {
   uint8_t q[kPairs][64];
 };
 
+// The integer dot I of a lane (|I| <= 4 * 128 * 127 < 2^22) reaches the float chain as the bits
+// kMagicBits + I, the float 1.5 * 2^23 + I exactly, minus 1.5 * 2^23: float(I) exactly, as
+// cvtdq2ps gives it, by a subtraction that (unlike the conversion) may run on either vector port
+// beside the dpbusd. The side data's correction starts the dpbusd at kMagicBits - 128 Σa.
+constexpr int32_t kMagicBits = 0x4B400000;
+constexpr float kMagic = 0x1.8p23f;
+
 int64_t q8_side_bytes(int64_t n) noexcept { return round64(n / kQK * 36); }
 inline const int32_t* q8_corrections(const uint8_t* side, int64_t i) { return reinterpret_cast<const int32_t*>(side) + 8 * i; }
 inline const float* q8_scales(const uint8_t* side, int64_t n) { return reinterpret_cast<const float*>(side + n / kQK * 32); }
@@ -199,7 +206,8 @@ void q8_prepare_side(const void* a, void* side, int64_t n) noexcept {
   const __m256i ones = _mm256_set1_epi8(1);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[i].qs)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * i), _mm256_mullo_epi32(sums, _mm256_set1_epi32(-128)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * i),
+                        _mm256_add_epi32(_mm256_mullo_epi32(sums, _mm256_set1_epi32(-128)), _mm256_set1_epi32(kMagicBits)));
     d[i] = half(ab[i].d);
   }
 }
@@ -277,6 +285,7 @@ inline float lane_tree(__m256 v) {
 template <int P, int R>
 void q8_tile(const Q8Packed* pk, int64_t j0, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss,
              int64_t n, float* y, int64_t ys) {
+  const __m512 magic = _mm512_set1_ps(kMagic);
   __m512 acc[P][R];
   for (int q = 0; q < P; ++q)
     for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
@@ -297,7 +306,7 @@ void q8_tile(const Q8Packed* pk, int64_t j0, int64_t count, const void* a, int64
       for (int r = 0; r < R; ++r) {
         // The products dW * dA of the pair's two rows (the same float product the reference takes).
         const __m512i dot = _mm512_dpbusd_epi32(c[r], wq, aq[r]);
-        acc[q][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da16[r]), _mm512_cvtepi32_ps(dot), acc[q][r]);
+        acc[q][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da16[r]), _mm512_sub_ps(_mm512_castsi512_ps(dot), magic), acc[q][r]);
       }
     }
   }

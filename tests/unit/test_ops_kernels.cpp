@@ -63,6 +63,10 @@ TEST_CASE("every ISA's variant of the norm, activation and RoPE kernels gives th
   std::vector<float> x(n), w(n), u(n);
   for (auto* v : {&x, &w, &u})
     for (auto& e : *v) e = dist(rng);
+  // Arguments where exp_ggml leaves its fast path (|x| / ln 2 > 126) or saturates, inside the
+  // vector bodies and the groups of 8.
+  for (auto [i, v] : {std::pair{5, 100.0f}, {17, -100.0f}, {33, 200.0f}, {40, -200.0f}, {50, 88.5f}, {61, -87.5f}, {300, -1e4f}})
+    x[static_cast<size_t>(i)] = v;
   const RopeParams rope{64, 10000.0f, 1.0f, nullptr};
   // Every kernel's outputs, concatenated.
   auto run = [&] {

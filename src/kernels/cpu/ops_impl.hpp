@@ -9,6 +9,7 @@
 #endif
 
 #include "kernels/cpu/exp_approx.hpp"
+#include "kernels/cpu/simd_lanes_impl.hpp"
 #include "kernels/cpu/ops.hpp"
 
 namespace infer::INFER_ISA_NS {
@@ -126,6 +127,15 @@ void rms_norm_rows(const float* const* x, float* const* y, int count, const floa
 void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
   // As ggml_vec_swiglu_f32 on AVX2: groups of 8 through ggml's vector exp, the tail through expf.
   int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  // The groups W at a time here, with the same operations (exp_lanes is exp_ggml lane by lane).
+  using S = SimdLanes;
+  for (; i + S::W <= n / 8 * 8; i += S::W) {
+    const S::F x = S::load(g + i);
+    const S::F e = exp_lanes(S::sub(S::set(0.0f), x), S::all());
+    S::store(y + i, S::mul(S::div(x, S::add(S::set(1.0f), e)), S::load(u + i)));
+  }
+#endif
   for (; i + 7 < n; i += 8)
     for (int64_t j = i; j < i + 8; ++j) y[j] = g[j] / (1.0f + exp_ggml(0.0f - g[j])) * u[j];
   for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];

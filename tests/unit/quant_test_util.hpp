@@ -12,6 +12,7 @@
 #include "core/cpu_features.hpp"
 #include "core/dtype.hpp"
 #include "core/half.hpp"
+#include "quant/fp8_rows.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 
 namespace infer::test {
@@ -88,6 +89,20 @@ inline std::vector<uint8_t> random_weights(DType t, int64_t n_rows, int64_t n_in
     }
     return bytes;
   }
+  if (t == DType::f8_row || t == DType::f8_tensor || t == DType::f8_w8a8) {
+    // Valid rows (no NaN codes, a finite scale): quantized from floats whose magnitude varies by row.
+    std::mt19937_64 rng(seed);
+    const int64_t row_bytes = n_in + tr->row_extra_bytes;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n_rows * row_bytes));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n_in));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float scale = std::fabs(f16_to_f32(random_half(rng, scales)));
+      for (auto& v : x) v = scale * u(rng);
+      quantize_row_f8_row(x.data(), bytes.data() + r * row_bytes, n_in);
+    }
+    return bytes;
+  }
   const int64_t n_blocks = n_rows * n_in / tr->block_size;
   std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks * tr->block_bytes));
   std::mt19937_64 rng(seed);
@@ -107,6 +122,15 @@ inline std::vector<uint8_t> random_weights(DType t, int64_t n_rows, int64_t n_in
     return bytes;
   }
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  if (t == DType::i4_g32 || t == DType::i4_g64 || t == DType::i4_g128) {
+    // Per group: an f32 scale d > 0 and an integer zero point z in 0..15, then random codes.
+    for (int64_t blk = 0; blk < n_blocks; ++blk) {
+      const float d = std::fabs(f16_to_f32(random_half(rng, scales))), z = static_cast<float>(rng() % 16);
+      std::memcpy(&bytes[static_cast<size_t>(blk * tr->block_bytes)], &d, 4);
+      std::memcpy(&bytes[static_cast<size_t>(blk * tr->block_bytes + 4)], &z, 4);
+    }
+    return bytes;
+  }
   const auto offsets = f16_field_offsets(t);
   for (int64_t blk = 0; blk < n_blocks; ++blk)
     for (int off : offsets) {

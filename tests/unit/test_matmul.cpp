@@ -171,8 +171,8 @@ TEST_CASE("matmul equals matmul_ref bit for bit on the scalar ISA, and on every 
 
 // Row lengths for the tiled kernels: one block, a few, and a model's.
 std::vector<int64_t> tile_row_lengths(DType t) {
-  if (dtype_traits(t)->block_size == 256) return {256, 768, 2048};
-  return {32, 96, 2048};
+  const int64_t b = dtype_traits(t)->block_size;
+  return {b, 3 * b, 2048};
 }
 
 std::vector<int64_t> one_to(int64_t n) {

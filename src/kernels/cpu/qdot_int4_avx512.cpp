@@ -1,13 +1,16 @@
 // The INT4 group dot with AVX-512 (arithmetic in quant/int4_groups.hpp; bit-identical to
 // qdot_i4_g*_ref): the 16 lanes in one register. A run's 16 bytes widen to one byte per lane; each
 // nibble picks its (q - z) from a 16-entry table of the group (vpermps reads only an index's low 4
-// bits, so the low nibble needs no mask), 4 activation rows per pass over the weight row.
+// bits, so the low nibble needs no mask). Decode: 4 activation rows per pass over the weight row;
+// prefill: the tiled kernel below, 8 rows per pass over blocks of K.
 #include "kernels/cpu/qgemm_avx512_util.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
 #include "kernels/cpu/qdot.hpp"
+#include "kernels/cpu/qgemm.hpp"
 #include "quant/int4_groups.hpp"
 
 namespace infer {
@@ -23,12 +26,28 @@ inline float tree(__m512 acc) {
   return _mm_cvtss_f32(v) + _mm_cvtss_f32(_mm_shuffle_ps(v, v, 1));
 }
 
+// ---- The blocked chains: the per-row dot (decode) and the tiled kernel (prefill) ----
+//
+// The per-row dot re-reads its activation rows for every weight row, from L2 once they outgrow L1
+// (4 rows of 5632 floats are 88 KiB). The tiled kernel (QGemmKernel) takes a group of 16 weight
+// rows and walks K in blocks of kKBlock elements: per block, 8 activation rows at a time meet each
+// of the 16 rows, whose decoded runs feed 16 fmas each; between blocks a pair's 16-lane chain
+// waits in scratch as floats, which changes no bit of it. Both run block_tile, so every (weight
+// row, activation row) pair takes the same operations in the same order whatever the batch.
+// Packed group: the rows' blocks as in the file, row after row (multiply has no row stride).
+constexpr int64_t kGroupRows = 16;
+constexpr int64_t kKBlock = 512;
+
+// `groups` groups of one weight row (w: the first) against R activation rows (a: row 0's first
+// element, rows as floats apart); chains from and to state (R x 16 floats) unless first / last,
+// when they start at zero / end in y[r * ys].
 template <int64_t G, int R>
-void rows_dot(const uint8_t* w, const uint8_t* a, int64_t as, int64_t n, float* y, int64_t ys) {
+void block_tile(const uint8_t* w, int64_t groups, const float* a, int64_t as, float* state, bool first, bool last, float* y,
+                int64_t ys) {
   const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < n / G; ++b) {
+  for (int r = 0; r < R; ++r) acc[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(state + 16 * r);
+  for (int64_t b = 0; b < groups; ++b) {
     const uint8_t* blk = w + b * i4_block_bytes(G);
     _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes, _MM_HINT_T0);
     float d, z;
@@ -42,7 +61,7 @@ void rows_dot(const uint8_t* w, const uint8_t* a, int64_t as, int64_t n, float* 
       const __m512 lo = _mm512_permutexvar_ps(bytes, table);
       const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
       for (int r = 0; r < R; ++r) {
-        const float* x = reinterpret_cast<const float*>(a + r * as) + b * G + 32 * c;
+        const float* x = a + r * as + b * G + 32 * c;
         part[r] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x), part[r]);
         part[r] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), part[r]);
       }
@@ -50,18 +69,69 @@ void rows_dot(const uint8_t* w, const uint8_t* a, int64_t as, int64_t n, float* 
     const __m512 dv = _mm512_set1_ps(d);
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], dv, acc[r]);
   }
-  for (int r = 0; r < R; ++r) y[r * ys] = tree(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    if (last)
+      y[r * ys] = tree(acc[r]);
+    else
+      _mm512_storeu_ps(state + 16 * r, acc[r]);
+  }
 }
 
+// One weight row against n_a activation rows (decode, and batches below the tiled kernel's
+// min_rows): all groups in one block, 4 activation rows per pass.
 template <int64_t G>
 void dot(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
   assert(n >= 0 && n % G == 0);
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  by_fours(n_a, [&]<int R>(int64_t r) { rows_dot<G, R>(wb, ab + r * as, as, n, y + r * ys, ys); });
+  const int64_t af = as / static_cast<int64_t>(sizeof(float));
+  by_fours(n_a, [&]<int R>(int64_t r) {
+    block_tile<G, R>(wb, n / G, reinterpret_cast<const float*>(ab + r * as), af, nullptr, true, true, y + r * ys, ys);
+  });
+}
+
+inline int64_t row_bytes(int64_t g, int64_t n) { return n / g * i4_block_bytes(g); }
+
+template <int64_t G>
+int64_t packed_bytes(int64_t n) noexcept {
+  return kGroupRows * row_bytes(G, n);
+}
+
+template <int64_t G>
+void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroupRows && n % G == 0);
+  const int64_t rb = row_bytes(G, n);
+  for (int64_t j = 0; j < count; ++j)
+    std::memcpy(static_cast<uint8_t*>(packed) + j * rb, static_cast<const uint8_t*>(w) + j * ws, static_cast<size_t>(rb));
+}
+
+template <int64_t G>
+void multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a, int64_t n,
+              float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const uint8_t*>(packed);
+  const auto* act = static_cast<const float*>(a);
+  const int64_t af = as / static_cast<int64_t>(sizeof(float)), rb = row_bytes(G, n), n_groups = n / G;
+  float* state = avx512_tiles::chain_scratch(static_cast<size_t>(count * n_a * 16));
+  const int64_t block_groups = std::max<int64_t>(1, kKBlock / G);
+  for (int64_t g0 = 0; g0 < n_groups; g0 += block_groups) {
+    const int64_t groups = std::min(block_groups, n_groups - g0);
+    const bool first = g0 == 0, last = g0 + groups == n_groups;
+    avx512_tiles::by_eights(n_a, [&]<int R>(int64_t r0) {
+      for (int64_t j = 0; j < count; ++j)
+        block_tile<G, R>(pk + j * rb + g0 * i4_block_bytes(G), groups, act + r0 * af + g0 * G, af,
+                         state + (j * n_a + r0) * 16, first, last, y + r0 * ys + j, ys);
+    });
+  }
 }
 
 }  // namespace
+
+const QGemmKernel qgemm_i4_g32_avx512{8, kGroupRows, avx512_tiles::no_side_bytes, avx512_tiles::no_prepare_side,
+                                      packed_bytes<32>, pack<32>, multiply<32>, nullptr};
+const QGemmKernel qgemm_i4_g64_avx512{8, kGroupRows, avx512_tiles::no_side_bytes, avx512_tiles::no_prepare_side,
+                                      packed_bytes<64>, pack<64>, multiply<64>, nullptr};
+const QGemmKernel qgemm_i4_g128_avx512{8, kGroupRows, avx512_tiles::no_side_bytes, avx512_tiles::no_prepare_side,
+                                       packed_bytes<128>, pack<128>, multiply<128>, nullptr};
 
 void qdot_i4_g32_avx512(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
   dot<32>(w, a, as, n_a, n, y, ys);

@@ -66,6 +66,14 @@ extern const QGemmKernel qgemm_q5_k_avx512;
 extern const QGemmKernel qgemm_q6_k_avx512;
 // INT8 rows (DType::i8_row) against INT8 per-token activations: qdot_int8_avx512.cpp.
 extern const QGemmKernel qgemm_i8_row_avx512;
+// INT4 groups (DType::i4_g32 / g64 / g128) against F32 activations: qdot_int4_avx512.cpp.
+extern const QGemmKernel qgemm_i4_g32_avx512;
+extern const QGemmKernel qgemm_i4_g64_avx512;
+extern const QGemmKernel qgemm_i4_g128_avx512;
+// FP8 E4M3 rows (DType::f8_row, f8_tensor) against F32 activations, and W8A8-FP8 (f8_w8a8)
+// against decoded FP8 activation rows: qdot_fp8_avx512.cpp.
+extern const QGemmKernel qgemm_f8_row_avx512;
+extern const QGemmKernel qgemm_f8_w8a8_avx512;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "quant/block_formats.hpp"
 
@@ -57,6 +58,24 @@ inline void by_row_groups(int64_t n_a, Tile&& tile) {
     case 1: return tile(std::integral_constant<int, 1>{}, r);
     default: return;
   }
+}
+
+// Calls rows.template operator()<R>(r) for groups of R = 8 activation rows starting at r, then
+// of 4, then single rows.
+template <class Rows>
+inline void by_eights(int64_t n_a, Rows&& rows) {
+  int64_t r = 0;
+  for (; r + 8 <= n_a; r += 8) rows.template operator()<8>(r);
+  for (; r + 4 <= n_a; r += 4) rows.template operator()<4>(r);
+  for (; r < n_a; ++r) rows.template operator()<1>(r);
+}
+
+// The calling thread's scratch of at least `floats` floats, for the 16-lane chains of the
+// K-blocked kernels (INT4, FP8) waiting between blocks.
+inline float* chain_scratch(size_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats) scratch.resize(floats);
+  return scratch.data();
 }
 
 // Block i of weight row j of a group whose rows are ws bytes apart; rows past count repeat the

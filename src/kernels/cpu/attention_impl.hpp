@@ -226,22 +226,10 @@ constexpr int kTransposeBlock = 16;
 #elif defined(__AVX2__)
 // 8 rows of 8 floats (src, ss apart) to 8 columns (dst, ds apart).
 inline void transpose8(const float* src, int64_t ss, float* dst, int64_t ds) noexcept {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; ++k) {  // r[4k + j], half H: column 4H + j of rows 4k..4k+3
-    r[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    r[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    r[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    r[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(dst + j * ds, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
-    _mm256_storeu_ps(dst + (4 + j) * ds, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
-  }
+  __m256 v[8];
+  for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + i * ss);
+  transpose8x8(v);
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + j * ds, v[j]);
 }
 constexpr int kTransposeBlock = 8;
 #else

@@ -31,26 +31,6 @@ inline void rms_norm_scale(const float* x, const float* w, float* y, int64_t n, 
 }
 
 #if defined(__AVX2__)
-// 8 rows of 8 floats to 8 columns, in registers: v[e] lane k <- v[k] lane e.
-inline void transpose8x8(__m256 (&v)[8]) noexcept {
-  __m256 t[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_ps(v[2 * k], v[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(v[2 * k], v[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; ++k) {  // v[4k + j], half H: element 4H + j of rows 4k..4k+3
-    v[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    v[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    v[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    v[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    t[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
-    t[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
-  }
-  for (int e = 0; e < 8; ++e) v[e] = t[e];
-}
-
 // Eight float64 chains, one per lane.
 struct Sums8 {
 #if defined(__AVX512F__)

@@ -1,12 +1,12 @@
-// Float lanes of this ISA's vectors for the kernels' element-wise steps, and exp_lanes, ggml's
-// exp (kernels/cpu/exp_approx.hpp) W lanes at a time with exactly exp_ggml's operations, so that
-// every variant gives the scalar code's bits. Compiled once per ISA (core/isa_variants.hpp):
-// included by the *_impl.hpp kernel files, whose including file defines INFER_ISA_NS; defines
-// nothing without AVX2 and FMA (the reference variant runs the scalar code). No include guard:
-// each variant's file includes it once.
+// Float lanes of this ISA's vectors for the kernels' element-wise steps, exp_lanes, ggml's exp
+// (kernels/cpu/exp_approx.hpp) W lanes at a time with exactly exp_ggml's operations, so that every
+// variant gives the scalar code's bits, and an 8 x 8 transpose in AVX registers. Compiled once
+// per ISA (core/isa_variants.hpp): included by the *_impl.hpp kernel files, whose including file
+// defines INFER_ISA_NS; defines nothing without AVX2 (and FMA, for the lanes): the reference
+// variant runs the scalar code. No include guard: each variant's file includes it once.
 #include <cstdint>
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -14,6 +14,28 @@
 
 namespace infer::INFER_ISA_NS {
 namespace {
+
+#if defined(__AVX2__)
+// 8 rows of 8 floats to 8 columns, in registers: v[e] lane k <- v[k] lane e.
+inline void transpose8x8(__m256 (&v)[8]) noexcept {
+  __m256 t[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(v[2 * k], v[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(v[2 * k], v[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {  // v[4k + j], half H: element 4H + j of rows 4k..4k+3
+    v[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    v[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    v[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    v[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
+    t[4 + j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
+  }
+  for (int e = 0; e < 8; ++e) v[e] = t[e];
+}
+#endif
 
 #if defined(__AVX512F__)
 struct SimdLanes {

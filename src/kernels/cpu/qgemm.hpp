@@ -16,11 +16,14 @@
 //   2. per group of group_rows weight rows, the packed group: packed at load by the CPU backend
 //      (backend/backend.hpp; the weight's Layout::cpu_packed, groups of packed_bytes(n) one after
 //      another) or, for a weight in its file's layout, packed per call by pack() into thread-local
-//      scratch; multiply() then writes the group's outputs for all activation rows.
-// A packed group takes exactly as many bytes as its rows do in the file (the same quants, the
-// same F16 scales, transposed), so a weight packed at load replaces the mapped one at no cost in
-// memory; unpack() restores any row, for the embedding and for the kernels of lower ISAs. (The
-// F16 / BF16 kernels pack per call only, into F32: twice the bytes, no unpack.)
+//      scratch; multiply() then writes the group's outputs for the activation rows it is given
+//      (matmul.cpp hands them over in L2-sized chunks unless the kernel asks for whole_batch).
+// A group the CPU backend packs at load takes exactly as many bytes as its rows do in the file
+// (the same quants, the same F16 scales, transposed), so the packed weight replaces the mapped one
+// at no cost in memory; unpack() restores any row, for the embedding and for the kernels of lower
+// ISAs. Kernels that pack per call only may take more room in scratch: F16 / BF16 into F32 (twice
+// the bytes), Q8_0 / Q5_0 / Q4_1 / Q5_1 with each pair's scales as floats; INT4 and FP8 copy the
+// rows as they are.
 #pragma once
 
 #include <cstdint>

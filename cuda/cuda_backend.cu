@@ -118,7 +118,7 @@ Result<AlignedBuffer> CudaBackend::allocate_host(size_t bytes) {
   return AlignedBuffer::adopt(p, bytes, free_pinned);
 }
 
-Result<TensorView> CudaBackend::prepare_weight(const TensorView& w) {
+Result<TensorView> CudaBackend::prepare_weight(const TensorView& w, WeightSource) {
   switch (w.dtype) {
     case DType::f32: case DType::f16: case DType::bf16:
     case DType::q4_0: case DType::q8_0: case DType::q4_k: case DType::q6_k: break;

@@ -30,7 +30,7 @@ class CudaBackend final : public Backend {
 
   Device device() const noexcept override { return Device::cuda; }
   std::string name() const override { return "cuda:" + std::to_string(index_); }
-  Result<TensorView> prepare_weight(const TensorView& w) override;
+  Result<TensorView> prepare_weight(const TensorView& w, WeightSource source) override;
   Result<AlignedBuffer> allocate_kv(size_t bytes) override;
   Status synchronize() override;
 

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     for (auto [n_in, n_out] : shapes) {
       auto bytes = test::random_weights(t, n_out, n_in, 5);
       TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
-      auto wg = be.prepare_weight(w);
+      auto wg = be.prepare_weight(w, Backend::WeightSource::released);
       if (!wg.ok()) {
         std::fprintf(stderr, "infer-bench-gpu: %s\n", wg.status().message().c_str());
         return 1;

@@ -2,10 +2,12 @@
 // the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
 // decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, F16 and BF16 at TinyLlama-1.1B's shapes (n_in 2048 x n_out
 // 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a serving step sees;
-// rows_per_s is x rows through the whole weight per second. Also the row dequantization and the
+// rows_per_s is x rows through the whole weight per second. BM_MatmulLoaded: one x row (decode)
+// on every type as the CPU backend prepares weights at load. Also the row dequantization and the
 // activation conversion on their own.
 //   build/benchmarks/infer-bench-matmul --benchmark_format=json
 //   build/benchmarks/infer-bench-matmul --benchmark_filter=TinyLlama
+//   build/benchmarks/infer-bench-matmul --benchmark_filter=Loaded
 //   (INFER_THREADS=N sets the thread pool size; default: one per hardware thread)
 #include <benchmark/benchmark.h>
 
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "core/cpu_features.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
@@ -77,6 +80,35 @@ void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
                  " rows=" + std::to_string(n_rows) + " " + isa_name(isa) + " threads=" + std::to_string(pool().size()));
 }
 
+// Decode (one x row) on weights as the CPU backend holds them at load: repacked for its tiles,
+// or copied, on huge pages. n_out 5632 x n_in 2048 streams from memory (6.5 MB of Q4_0 and
+// more); n_out 128 stays in L2, which shows the kernel's own speed without memory's.
+void BM_MatmulLoaded(benchmark::State& state, DType t) {
+  const int64_t n_in = 2048, n_out = state.range(0);
+  // Several copies of the weight, used in turn, so that the large case really reads memory.
+  const int copies = n_out > 1024 ? 16 : 1;
+  CpuBackend backend(pool());
+  std::vector<std::vector<uint8_t>> files;
+  std::vector<TensorView> weights;
+  for (int c = 0; c < copies; ++c) {
+    files.push_back(test::random_weights(t, n_out, n_in, 1 + static_cast<uint64_t>(c)));
+    const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, files.back().data());
+    weights.push_back(*backend.prepare_weight(w, Backend::WeightSource::released));
+  }
+  const auto x = test::random_floats(static_cast<size_t>(n_in), 2);
+  std::vector<float> y(static_cast<size_t>(n_out));
+  size_t next = 0;
+  for (auto _ : state) {
+    matmul(weights[next], x.data(), 1, n_in, y.data(), n_out, pool());
+    next = (next + 1) % weights.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GBps"] = benchmark::Counter(static_cast<double>(files[0].size()) / 1e9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) +
+                 (weights[0].layout == Layout::cpu_packed ? " packed" : " copied") + " threads=" + std::to_string(pool().size()));
+}
+
 void BM_Dequantize(benchmark::State& state, DType t) {
   const auto isa = static_cast<CpuIsa>(state.range(0));
   if (isa > detected_isa()) {
@@ -125,6 +157,13 @@ const int kRegistered = [] {
         ->ArgNames({"isa"});
     if (t != DType::f32) benchmark::RegisterBenchmark(("BM_PrepareActivations/" + name).c_str(), BM_PrepareActivations, t);
   }
+  for (DType t : test::computable_types())
+    benchmark::RegisterBenchmark(("BM_MatmulLoaded/" + std::string(dtype_name(t))).c_str(), BM_MatmulLoaded, t)
+        ->ArgNames({"n_out"})
+        ->Arg(5632)
+        ->Arg(128)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   for (DType t : {DType::q4_0, DType::q8_0, DType::f16, DType::bf16}) {
     const bool half = t == DType::f16 || t == DType::bf16;
     // Float weights: also the step sizes of a prompt's prefill, where their tiles pay most.

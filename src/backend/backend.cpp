@@ -1,7 +1,9 @@
 #include "backend/backend.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "core/checked_math.hpp"
@@ -42,23 +44,33 @@ CpuBackend::CpuBackend(ThreadPool& pool) : pool_(pool) {
   repack_ = !(env && std::string_view(env) == "0");
 }
 
-Result<TensorView> CpuBackend::prepare_weight(const TensorView& w) {
-  const QGemmKernel* k = repack_ ? load_packing_for(w) : nullptr;
-  if (!k) return w;
-  const int64_t bytes = packed_weight_bytes(*k, w);
-  auto buffer = AlignedBuffer::allocate(static_cast<size_t>(bytes));
-  if (!buffer.ok()) return buffer.status().with_context("repacking a " + shape_string(w) + " weight");
-  const int64_t groups = (w.shape[1] + k->group_rows - 1) / k->group_rows;
-  void* dst = buffer->data();
-  pool_.parallel_for(static_cast<size_t>(groups), [&](size_t begin, size_t end) {
-    pack_weight_groups(*k, w, static_cast<int64_t>(begin), static_cast<int64_t>(end), dst);
-  });
-  TensorView packed = w;
-  packed.data = dst;
-  packed.layout = Layout::cpu_packed;
-  packed_.push_back(std::move(buffer).value());
-  packed_bytes_ += static_cast<uint64_t>(bytes);
-  return packed;
+Result<TensorView> CpuBackend::prepare_weight(const TensorView& w, WeightSource source) {
+  if (!repack_ || w.n_dims != 2 || w.layout != Layout::rows) return w;
+  const QGemmKernel* k = load_packing_for(w);
+  // A plain copy needs a source that is released, and rows that are contiguous.
+  if (!k && (source == WeightSource::kept || dtype_row_bytes(w.dtype, static_cast<uint64_t>(w.shape[0])) != w.row_bytes()))
+    return w;
+  const uint64_t bytes = k ? static_cast<uint64_t>(packed_weight_bytes(*k, w)) : w.nbytes();
+  auto dst = weights_.allocate(static_cast<size_t>(bytes));
+  if (!dst.ok()) return dst.status().with_context((k ? "repacking a " : "copying a ") + shape_string(w) + " weight");
+  TensorView prepared = w;
+  prepared.data = *dst;
+  if (k) {
+    const int64_t groups = (w.shape[1] + k->group_rows - 1) / k->group_rows;
+    pool_.parallel_for(static_cast<size_t>(groups), [&](size_t begin, size_t end) {
+      pack_weight_groups(*k, w, static_cast<int64_t>(begin), static_cast<int64_t>(end), *dst);
+    });
+    prepared.layout = Layout::cpu_packed;
+  } else {
+    // In pieces of 1 MiB over the threads, which also share the page faults.
+    constexpr uint64_t kPiece = uint64_t{1} << 20;
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    pool_.parallel_for(static_cast<size_t>((bytes + kPiece - 1) / kPiece), [&](size_t begin, size_t end) {
+      const uint64_t b = begin * kPiece, e = std::min<uint64_t>(bytes, end * kPiece);
+      std::memcpy(*dst + b, src + b, static_cast<size_t>(e - b));
+    });
+  }
+  return prepared;
 }
 
 ThreadPool& cpu_pool(Backend& be) noexcept {

@@ -21,6 +21,7 @@
 
 #include "core/aligned_buffer.hpp"
 #include "core/tensor.hpp"
+#include "core/weight_arena.hpp"
 #include "infer/status.hpp"
 
 namespace infer {
@@ -34,10 +35,17 @@ class Backend {
   // "cpu", "cuda:0".
   virtual std::string name() const = 0;
 
+  // What becomes of a weight's memory once the backend holds its own copy of it.
+  enum class WeightSource {
+    released,  // freed or paged out by the caller (a mapped file's pages, a matrix converted at
+               // load): a copy costs no memory, so a backend may copy only to place it better
+    kept,      // stays resident (a file read into memory): copy only where the layout changes
+  };
+
   // The weight `w` in the form this backend's kernels read, for the model to keep (valid while
   // the backend lives). When the result's data differs from w's, the backend keeps its own copy
   // and never reads w again (the caller may release it).
-  virtual Result<TensorView> prepare_weight(const TensorView& w) = 0;
+  virtual Result<TensorView> prepare_weight(const TensorView& w, WeightSource source) = 0;
 
   // A [cols, rows] F32 activation tensor in this backend's memory. `slot` names a buffer of the
   // caller's (0 .. kMaxSlots-1): the same slot is the same memory, grown when a step needs more
@@ -77,18 +85,19 @@ class Backend {
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).
 // prepare_weight() repacks the matrices of the types with a load_packing kernel
-// (kernels/cpu/dtype_traits.hpp: Q4_0, Q4_K, Q6_K on AVX-512 CPUs) into that kernel's interleaved
-// layout, which takes as many bytes as the file's rows; every other weight is read in place.
-// INFER_REPACK=0 in the environment turns repacking off (for comparisons).
+// (kernels/cpu/dtype_traits.hpp: Q4_0, the K-quants, F16 and BF16 on AVX-512 CPUs) into that
+// kernel's interleaved layout, which takes as many bytes as the file's rows, and copies every
+// other matrix whose source is released; both go to a WeightArena on huge pages, where a decode
+// step streams them faster than from the file's 4 KiB pages. Vectors, and matrices whose source
+// is kept, are read in place. INFER_REPACK=0 in the environment reads every weight in place (for
+// comparisons; the results are the same bits).
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(ThreadPool& pool);
 
   Device device() const noexcept override { return Device::cpu; }
   std::string name() const override { return "cpu"; }
-  Result<TensorView> prepare_weight(const TensorView& w) override;
-  // Bytes of the weights repacked so far.
-  uint64_t packed_bytes() const noexcept { return packed_bytes_; }
+  Result<TensorView> prepare_weight(const TensorView& w, WeightSource source) override;
   Result<AlignedBuffer> allocate_kv(size_t bytes) override { return AlignedBuffer::zeros(bytes); }
   ThreadPool& pool() noexcept { return pool_; }
 
@@ -98,8 +107,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool& pool_;
   bool repack_;
-  std::vector<AlignedBuffer> packed_;  // the repacked weights
-  uint64_t packed_bytes_ = 0;
+  WeightArena weights_;  // the repacked and copied weights
 };
 
 // The pool of a CPU backend (precondition: be.device() == Device::cpu).

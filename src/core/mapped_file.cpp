@@ -121,9 +121,14 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() { release(); }
 
-void MappedFile::advise_unused(const void* p, uint64_t bytes) const noexcept {
+bool MappedFile::can_release(const void* p, uint64_t bytes) const noexcept {
   const auto* b = static_cast<const uint8_t*>(p);
-  if (!mapped_ || b < data_ || bytes > size_ || static_cast<uint64_t>(b - data_) > size_ - bytes) return;
+  return mapped_ && b >= data_ && bytes <= size_ && static_cast<uint64_t>(b - data_) <= size_ - bytes;
+}
+
+void MappedFile::advise_unused(const void* p, uint64_t bytes) const noexcept {
+  if (!can_release(p, bytes)) return;
+  const auto* b = static_cast<const uint8_t*>(p);
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(b) + bytes) / page * page;

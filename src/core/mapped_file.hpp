@@ -41,6 +41,8 @@ class MappedFile {
   // are read again from the file if touched. A no-op when the file is not mapped (the bytes live
   // in memory that must keep them) or the range is not inside the file.
   void advise_unused(const void* p, uint64_t bytes) const noexcept;
+  // True when advise_unused(p, bytes) releases memory: the file is mapped and holds the range.
+  bool can_release(const void* p, uint64_t bytes) const noexcept;
 
  private:
   void release() noexcept;

@@ -34,6 +34,13 @@ uint64_t ModelFile::file_size() const noexcept {
   return total;
 }
 
+bool ModelFile::can_release(const void* p, uint64_t bytes) const noexcept {
+  if (file_->can_release(p, bytes)) return true;
+  for (const auto& f : extra_files_)
+    if (f->can_release(p, bytes)) return true;
+  return false;
+}
+
 void ModelFile::advise_unused(const void* p, uint64_t bytes) const noexcept {
   // MappedFile ignores ranges outside its own bytes, so each file can simply be told.
   file_->advise_unused(p, bytes);

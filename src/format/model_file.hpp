@@ -54,6 +54,8 @@ class ModelFile {
   size_t file_count() const noexcept { return 1 + extra_files_.size(); }
   // MappedFile::advise_unused on whichever file holds [p, p + bytes); a no-op for owned tensors.
   void advise_unused(const void* p, uint64_t bytes) const noexcept;
+  // True when advise_unused(p, bytes) releases memory: a mapped file holds the range.
+  bool can_release(const void* p, uint64_t bytes) const noexcept;
 
   const Metadata& metadata() const noexcept { return metadata_; }
   std::span<const TensorInfo> tensors() const noexcept { return tensors_; }

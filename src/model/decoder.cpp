@@ -38,7 +38,7 @@ Result<TensorView> Decoder::vector(WeightBinder& w, const std::string& name, int
   INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, w.load_f32(*t));
   vectors_.push_back(std::move(buf));
   TensorView v = f32_vector(vectors_.back(), n);
-  if (prepared_for_) return prepared_for_->prepare_weight(v);
+  if (prepared_for_) return prepared_for_->prepare_weight(v, Backend::WeightSource::kept);
   return v;
 }
 
@@ -46,13 +46,19 @@ Result<TensorView> Decoder::matrix(WeightBinder& w, const std::string& name, int
   INFER_ASSIGN_OR_RETURN(const TensorInfo* t, required ? w.matrix(name, {n_in, n_out}) : w.optional_matrix(name, {n_in, n_out}));
   if (!t) return TensorView{};
   if (!prepared_for_) return t->view;
-  INFER_ASSIGN_OR_RETURN(TensorView prepared, prepared_for_->prepare_weight(t->view));
+  ConvertedTensor* converted = nullptr;
+  for (ConvertedTensor& c : converted_)
+    if (&c.info == t) converted = &c;
+  // A mapped file's pages, and a matrix converted at load, can leave memory once the backend
+  // holds its own copy; a file read into memory, and a tensor the reader rewrote, keep theirs.
+  const auto source = converted || file_->can_release(t->view.data, t->view.nbytes()) ? Backend::WeightSource::released
+                                                                                       : Backend::WeightSource::kept;
+  INFER_ASSIGN_OR_RETURN(TensorView prepared, prepared_for_->prepare_weight(t->view, source));
   if (prepared.data != t->view.data) {
-    // The backend keeps its own copy (a repacked layout): one copy of the weights stays resident.
-    // The file's pages leave memory; a matrix converted at load is freed.
+    // The backend keeps its own copy (a repacked layout, or huge pages): one copy of the weights
+    // stays resident. The file's pages leave memory; a matrix converted at load is freed.
     file_->advise_unused(t->view.data, t->view.nbytes());
-    for (ConvertedTensor& c : converted_)
-      if (&c.info == t) c.data = AlignedBuffer{};
+    if (converted) converted->data = AlignedBuffer{};
   }
   return prepared;
 }

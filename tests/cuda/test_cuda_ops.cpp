@@ -96,7 +96,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 
 TensorView vector_on(Backend& be, std::vector<float>& host) {
   TensorView v = TensorView::contiguous(DType::f32, 1, {static_cast<int64_t>(host.size()), 1, 1, 1}, host.data());
-  auto prepared = be.prepare_weight(v);
+  auto prepared = be.prepare_weight(v, Backend::WeightSource::released);
   REQUIRE(prepared.ok());
   return *prepared;
 }
@@ -184,7 +184,7 @@ TEST_CASE("cuda embedding gather and matmul match the CPU and a float64 product 
     INFO(dtype_name(t));
     auto bytes = test::random_weights(t, n_out, n_in, 11);
     TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
-    auto wg = p.gpu->prepare_weight(w);
+    auto wg = p.gpu->prepare_weight(w, Backend::WeightSource::released);
     REQUIRE(wg.ok());
     std::vector<float> deq(static_cast<size_t>(n_in * n_out));
     for (int64_t o = 0; o < n_out; ++o) dequantize_row_ref(t, w.row(o), deq.data() + o * n_in, n_in);

@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/status_macros.hpp"
 #include "core/tensor.hpp"
+#include "core/weight_arena.hpp"
 #include "infer.h"
 #include "infer/status.hpp"
 
@@ -101,6 +102,38 @@ TEST_CASE("aligned buffers are 64-byte aligned, movable, and report huge sizes a
   auto empty = AlignedBuffer::allocate(0);
   REQUIRE(empty.ok());
   CHECK(empty->empty());
+}
+
+TEST_CASE("the weight arena hands out aligned, disjoint pieces that keep their bytes, slabs on huge-page boundaries", "[core]") {
+  WeightArena arena;
+  // Small pieces share the first slab; a piece past a slab's room opens the next, larger one;
+  // one larger than the biggest slab gets its own; a later small piece fills a gap.
+  const std::vector<size_t> sizes{1, 63, 64, 65, 1000003, 3u << 20, WeightArena::kMaxSlab + 5, 4096, 100};
+  std::vector<std::pair<uint8_t*, size_t>> pieces;
+  uint64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto p = arena.allocate(sizes[i]);
+    REQUIRE(p.ok());
+    CHECK(reinterpret_cast<uintptr_t>(*p) % 64 == 0);
+    std::memset(*p, static_cast<int>(i + 1), sizes[i]);
+    pieces.emplace_back(*p, sizes[i]);
+    total += sizes[i];
+  }
+  CHECK(arena.used_bytes() == total);
+  CHECK(arena.reserved_bytes() >= total);
+  CHECK(arena.reserved_bytes() % WeightArena::kHugePage == 0);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto [p, n] = pieces[i];
+    CHECK(p[0] == static_cast<uint8_t>(i + 1));
+    CHECK(p[n - 1] == static_cast<uint8_t>(i + 1));
+    for (size_t j = 0; j < i; ++j) {
+      const auto [q, m] = pieces[j];
+      CHECK((p + n <= q || q + m <= p));
+    }
+  }
+  auto huge = arena.allocate(SIZE_MAX - 8);
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.status().code() == StatusCode::out_of_memory);
 }
 
 TEST_CASE("tensor views compute contiguous strides per dtype", "[core]") {

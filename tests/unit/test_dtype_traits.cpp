@@ -175,7 +175,7 @@ TEST_CASE("the embedding reads a table the CPU backend packed at load exactly as
   const int64_t n_embd = 64, n_vocab = 37;  // a partial last group of rows
   const auto bytes = test::random_weights(DType::q4_0, n_vocab, n_embd, 11);
   const TensorView table = TensorView::contiguous(DType::q4_0, 2, {n_embd, n_vocab, 1, 1}, const_cast<uint8_t*>(bytes.data()));
-  auto packed = be.prepare_weight(table);
+  auto packed = be.prepare_weight(table, Backend::WeightSource::kept);
   REQUIRE(packed.ok());
   REQUIRE((packed->layout == Layout::cpu_packed) == (detected_isa() >= CpuIsa::avx512));
   const std::vector<int32_t> tokens{0, 36, 5, 16, 17, 15};

@@ -241,7 +241,7 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
         const uint64_t seed = 90 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
         const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
         const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
-        const TensorView packed = *backend.prepare_weight(w);
+        const TensorView packed = *backend.prepare_weight(w, Backend::WeightSource::kept);
         INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out);
         if (detected_isa() < CpuIsa::avx512) {
           // Only CPUs with the packing kernel's ISA pack; others read the file's rows.
@@ -265,6 +265,46 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
   if (detected_isa() >= CpuIsa::avx512) REQUIRE(packed_types > 0);
 }
 
+TEST_CASE("the CPU backend copies the matrices it does not repack into its arena when their source is released",
+          "[matmul][backend]") {
+  ThreadPool pool(2);
+  CpuBackend backend(pool);
+  const int64_t n_in = 256, n_out = 37;
+  int copied = 0;
+  for (const DType t : test::computable_types()) {
+    const uint64_t seed = 170 + static_cast<uint64_t>(t);
+    const auto bytes = random_weights(t, n_out, n_in, seed, kTypicalScale);
+    const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
+    INFO(dtype_name(t));
+    const TensorView kept = *backend.prepare_weight(w, Backend::WeightSource::kept);
+    const TensorView released = *backend.prepare_weight(w, Backend::WeightSource::released);
+    const bool packs = load_packing_for(w) != nullptr;
+    // Repacking does not depend on the source; a plain copy only happens when the source goes.
+    CHECK((kept.layout == Layout::cpu_packed) == packs);
+    CHECK((released.layout == Layout::cpu_packed) == packs);
+    if (packs) continue;
+    CHECK(kept.data == w.data);
+    REQUIRE(released.data != w.data);
+    CHECK(reinterpret_cast<uintptr_t>(released.data) % 64 == 0);
+    CHECK(released.stride == w.stride);
+    CHECK(std::memcmp(released.data, w.data, w.nbytes()) == 0);
+    // The kernels read the copy as they read the file's rows.
+    for (int64_t rows : {1, 2, 17}) {
+      const auto x = test::activation_floats(rows * n_in, seed + 1);
+      std::vector<float> from_file(static_cast<size_t>(rows * n_out)), from_copy(from_file.size());
+      matmul(w, x.data(), rows, n_in, from_file.data(), n_out, pool);
+      matmul(released, x.data(), rows, n_in, from_copy.data(), n_out, pool);
+      CHECK(std::memcmp(from_file.data(), from_copy.data(), from_file.size() * sizeof(float)) == 0);
+    }
+    ++copied;
+  }
+  CHECK(copied >= 5);
+  // Vectors stay where they are.
+  std::vector<float> v(64, 1.0f);
+  const TensorView vec = TensorView::contiguous(DType::f32, 1, {64, 1, 1, 1}, v.data());
+  CHECK(backend.prepare_weight(vec, Backend::WeightSource::released)->data == v.data());
+}
+
 TEST_CASE("the tiled path's blocking (activation rows in chunks, weight groups in batches) gives matmul_ref's bits",
           "[matmul][qgemm][backend]") {
   // Rows of 4096 elements: the activation rows come in chunks of a few dozen (matmul.cpp keeps a
@@ -282,7 +322,7 @@ TEST_CASE("the tiled path's blocking (activation rows in chunks, weight groups i
     INFO(dtype_name(t));
     require_ref_bits_for_every_row_count(w, w, seed, pool, {8, 61});
     if (traits.load_packing && detected_isa() >= CpuIsa::avx512)
-      require_ref_bits_for_every_row_count(*backend.prepare_weight(w), w, seed, pool, {61});
+      require_ref_bits_for_every_row_count(*backend.prepare_weight(w, Backend::WeightSource::kept), w, seed, pool, {61});
   }
 }
 

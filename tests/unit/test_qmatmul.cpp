@@ -92,7 +92,7 @@ TEST_CASE("matmul equals llama.cpp's CPU mul_mat bit for bit for every weight ty
     const TensorView file_view = TensorView::contiguous(*t, 2, {ref.n_in, ref.n_out, 1, 1}, w.data());
     // Also as the CPU backend packs it at load, where it does (Q4_0 on AVX-512).
     std::vector<TensorView> views{file_view};
-    if (const TensorView packed = *backend.prepare_weight(file_view); packed.layout == Layout::cpu_packed)
+    if (const TensorView packed = *backend.prepare_weight(file_view, Backend::WeightSource::kept); packed.layout == Layout::cpu_packed)
       views.push_back(packed);
     for (const TensorView& view : views)
     for (CpuIsa isa : supported_isas()) {

@@ -122,6 +122,7 @@ void q4_tile(const Q4Packed* pk, int64_t count, const void* a, int64_t as, const
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
+    prefetch_ahead<R>(pk + i, sizeof(Q4Packed));
     __m512i wq[8];
     for (int k = 0; k < 4; ++k) {
       const __m512i q = _mm512_loadu_si512(pk[i].qs[k]);

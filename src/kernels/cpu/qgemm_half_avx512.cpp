@@ -17,6 +17,7 @@
 #define INFER_ISA_NS isa_avx512
 #include "kernels/cpu/qgemm_half_impl.hpp"
 #include "kernels/cpu/qgemm.hpp"
+#include "kernels/cpu/qgemm_avx512_util.hpp"
 
 #include <vector>
 
@@ -155,6 +156,7 @@ void pairs_gemv(const uint16_t* pk, int64_t count, const uint8_t* side, int64_t 
     for (int q = 0; q < kPairs; ++q)
       for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
     for (int64_t c = 0; c < n_chunks; ++c) {
+      avx512_tiles::prefetch_ahead<R>(pk + 8 * kWays * c, 8 * kWays * 2);
       __m512 x[R];
       for (int r = 0; r < R; ++r) x[r] = _mm512_broadcast_f32x8(_mm256_load_ps(reinterpret_cast<const float*>(side + r * ss) + 8 * c));
       for (int q = 0; q < kPairs; ++q) {

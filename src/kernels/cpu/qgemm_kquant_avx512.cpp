@@ -141,6 +141,7 @@ void q4k_tile(const Q4KPacked* pk, int64_t count, const void* a, int64_t as, int
   for (int r = 0; r < R; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const Q4KPacked& b = pk[i];
+    prefetch_ahead<R>(&b, sizeof(b));
     const __m512 dw = load_scales(b.d), dmw = load_scales(b.dmin);
     __m512 dd[R], dm[R];
     for (int r = 0; r < R; ++r) {
@@ -174,6 +175,7 @@ void q5k_tile(const Q5KPacked* pk, int64_t count, const void* a, int64_t as, int
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const Q5KPacked& b = pk[i];
+    prefetch_ahead<R>(&b, sizeof(b));
     __m512i s[R], m[R];
     for (int r = 0; r < R; ++r) s[r] = m[r] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {
@@ -382,6 +384,7 @@ void k16_tile(const typename T::Packed* pk, int64_t count, const void* a, int64_
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const typename T::Packed& p = pk[i];
+    prefetch_ahead<R>(&p, sizeof(p));
     __m512i sum[R];
     for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {

@@ -19,6 +19,10 @@
 # comparison runs on --batched-model (default q4_0; none: skip), each sequence generating
 # --batched-gen tokens.
 #
+# With -n, a third table sets each tg rate against the roofline: the read bandwidth of the same
+# thread count (infer-bench-micro's BM_ReadBandwidth, run between the others; the most it reached)
+# over the bytes of weights one token reads.
+#
 # llama.cpp: $LLAMA_CPP_BIN, else the bin directory scripts/build-llama-cpp prints (building it when
 # missing). Models are cached in ${XDG_CACHE_HOME:-~/.cache}/libinfer/bench (about 5 GB).
 set -euo pipefail
@@ -42,7 +46,7 @@ for v in "$threads" "$n_prompt" "$n_gen" "$reps" "$rounds" "$batched_gen"; do
 done
 (( reps >= 1 && rounds >= 1 && threads >= 1 && batched_gen >= 1 && n_prompt + n_gen >= 1 )) ||
   { echo "compare-llama-cpp.sh: -r, --rounds, -t and --batched-gen must be at least 1, and -p or -n" >&2; usage; }
-for tool in bin/infer-bench bin/infer-make-model benchmarks/infer-bench-serving; do
+for tool in bin/infer-bench bin/infer-inspect bin/infer-make-model benchmarks/infer-bench-serving benchmarks/infer-bench-micro; do
   [[ -x $build/$tool ]] || { echo "compare-llama-cpp.sh: $build/$tool is missing (build it first)" >&2; exit 1; }
 done
 

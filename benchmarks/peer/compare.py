@@ -10,6 +10,12 @@ prepares the models and calls this; see there for the options).
                  generation rate while decoding (llama.cpp's S_TG; ours 16 x 1000 / mean TPOT, as
                  every step decodes all 16) and the generated tokens over the whole run
 
+  roofline       with -n, the read bandwidth of T threads (infer-bench-micro's BM_ReadBandwidth:
+                 huge pages, prefetching) measured once per round per model between the runs; the
+                 most it reached over bytes of weights a token reads (infer-inspect: every tensor
+                 but the token embeddings, of which a step reads one row, unless the output layer
+                 is tied to them) is the roofline each tg rate is set against
+
 usage: compare.py --build DIR --llama-bin DIR --threads T -p N -n N -r N --rounds K
                   [--batched MODEL_FILE] [--batched-seqs 16] LABEL=FILE...
 """
@@ -48,6 +54,26 @@ def bench_rows(stdout, what):
     return {(r["n_prompt"], r["n_gen"]): r["samples_ts"] for r in rows}
 
 
+def read_bandwidth(build, threads):
+    """Bytes per second BM_ReadBandwidth/threads measured, or None without the benchmark."""
+    micro = os.path.join(build, "benchmarks", "infer-bench-micro")
+    if not os.access(micro, os.X_OK):
+        return None
+    d = json.loads(run([micro, f"--benchmark_filter=^BM_ReadBandwidth/{threads}/", "--benchmark_format=json"]))
+    rows = [b["bytes_per_second"] for b in d.get("benchmarks", []) if "bytes_per_second" in b]
+    return max(rows) if rows else None
+
+
+def weight_bytes_per_token(build, path):
+    """Bytes of the weights one decode step reads (infer-inspect's tensor table)."""
+    d = json.loads(run([os.path.join(build, "bin", "infer-inspect"), path, "--json"]))
+    sizes = {t["name"]: t["bytes"] for t in d["tensors"]}
+    total = sum(sizes.values())
+    if "output.weight" in sizes:
+        total -= sizes.get("token_embd.weight", 0)
+    return total
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -71,11 +97,17 @@ def main():
 
     print("| model | test | libinfer t/s | llama.cpp t/s | libinfer / llama.cpp |")
     print("| --- | --- | ---: | ---: | ---: |")
+    bandwidth = []  # bytes/s, one sample per round per model
+    roofline = []   # (label, bytes per token, our tg mean, their tg mean)
     for entry in a.models:
         label, path = entry.split("=", 1)
         ours = {t: [] for t in tests}
         theirs = {t: [] for t in tests}
         for _ in range(a.rounds):
+            if a.n > 0:
+                bw = read_bandwidth(a.build, a.threads)
+                if bw:
+                    bandwidth.append(bw)
             out = run([ours_bin, "-m", path, "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-t", str(a.threads), "--json"])
             for t, ts in bench_rows(out, "infer-bench").items():
                 ours[t] += ts
@@ -87,6 +119,24 @@ def main():
                 fail(f"{label}: {name(t)} missing from {'infer-bench' if not ours[t] else 'llama-bench'}'s output")
             (om, os_), (tm, ts_) = mean_std(ours[t]), mean_std(theirs[t])
             print(f"| {label} | {name(t)} | {om:.2f} ± {os_:.2f} | {tm:.2f} ± {ts_:.2f} | {om / tm:.2f} |")
+            if t == (0, a.n):
+                roofline.append((label, weight_bytes_per_token(a.build, path), om, tm))
+        sys.stdout.flush()
+
+    if bandwidth and roofline:
+        bw = max(bandwidth)
+        lo = min(bandwidth)
+        print()
+        print(f"Generation against the roofline: read bandwidth {bw / 1e9:.1f} GB/s with {a.threads} threads (the most of "
+              f"{len(bandwidth)} BM_ReadBandwidth runs between the others; the least {lo / 1e9:.1f}) over the bytes of "
+              "weights a token reads.")
+        print()
+        print("| model | bytes / token | roofline t/s | libinfer tg | % of roofline | llama.cpp tg | % of roofline |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for label, nbytes, om, tm in roofline:
+            top = bw / nbytes
+            print(f"| {label} | {nbytes / 1e6:.0f} MB | {top:.1f} | {om:.2f} | {100 * om / top:.0f}% | {tm:.2f} | "
+                  f"{100 * tm / top:.0f}% |")
         sys.stdout.flush()
 
     if not a.batched:

@@ -214,6 +214,9 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   });
 
   const QDotFn dot = wt.dot(isa);
+  // Fewer than 4 activation rows (a decode step): the kernels that take several weight rows at
+  // once, where the type has them.
+  const QDotRowsFn dot_rows = w.layout == Layout::rows && n_rows < 4 ? wt.dot_rows(isa) : nullptr;
   const int64_t panel = panel_rows(static_cast<int64_t>(w.row_bytes()), kMaxQuantPanelRows);
   const int64_t chunk = act_chunk_rows(a_row, n_in);
   const size_t w_row = w.row_bytes();
@@ -221,6 +224,11 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
     uint8_t* buffer = w.layout == Layout::cpu_packed ? row_scratch(w_row) : nullptr;
     for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
       const int64_t o0 = p * panel, o1 = std::min(n_out, o0 + panel);
+      if (dot_rows) {
+        for (int64_t r = 0; r < n_rows; ++r)
+          dot_rows(w.row(o0), static_cast<int64_t>(w_row), o1 - o0, act + r * a_row, n_in, y + r * y_stride + o0);
+        continue;
+      }
       for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const int64_t count = std::min(chunk, n_rows - r0);
         for_each_row(w, o0, o1, buffer, [&](int64_t o, const void* row) {

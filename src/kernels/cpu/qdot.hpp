@@ -65,6 +65,12 @@ inline void by_fours(int64_t n_a, Rows&& rows) {
   for (; r < n_a; ++r) rows.template operator()<1>(r);
 }
 
+// n_w weight rows, w_stride bytes apart, times one activation row: y[j] = (weight row j) · a,
+// j < n_w, each result the same bits as the one-row kernel's (a decode step's kernels: two rows
+// share each vector op).
+using QDotRowsKernel = void(const void* w, int64_t w_stride, int64_t n_w, const void* a, int64_t n, float* y) noexcept;
+using QDotRowsFn = QDotRowsKernel*;
+
 // One dot with a kernel of the above.
 inline float qdot(QDotFn kernel, const void* w, const void* a, int64_t n) noexcept {
   float y;
@@ -98,6 +104,13 @@ QDotKernel qdot_q3_k_avx2;
 QDotKernel qdot_q4_k_avx2;
 QDotKernel qdot_q5_k_avx2;
 QDotKernel qdot_q6_k_avx2;
+
+// Several rows at once (kernels/cpu/qdot_rows_avx512.cpp; CpuIsa::avx512) for the legacy types
+// read in place whose one-row kernels are bound by their instructions rather than by memory
+// (Q8_0's are not: two rows per vector did not make its decode faster).
+QDotRowsKernel qdot_rows_q5_0_avx512;
+QDotRowsKernel qdot_rows_q4_1_avx512;
+QDotRowsKernel qdot_rows_q5_1_avx512;
 
 // INT8 with a scale per row (DType::i8_row; arithmetic in quant/int8_rows.hpp: an exact integer
 // sum, then float(Σ) * (sw * sa)); every variant gives the same bits. The _avx512 one needs

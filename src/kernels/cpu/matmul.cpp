@@ -14,6 +14,18 @@
 namespace infer {
 namespace {
 
+// The parallel_for grain over n weight groups or panels: for fewer than 4 activation rows (a
+// decode step, bound by reading the weights) one contiguous run per thread, so that each thread's
+// stream starts once per call, not four times (each start is prefetched by no one); otherwise
+// parallel_for's default (about four chunks per thread, which balance uneven work). Intel Xeon VM,
+// 2 threads, tokens/s with four chunks per thread -> one: TinyLlama-shape Q4_0 43.6 -> 45.3, Q4_K_M
+// 36.7 -> 37.1, SmolLM2 Q4_1 157-168 -> 176-179, Gemma 3 82-83 -> 85-89; Q8_0 and F16 level.
+size_t decode_grain(size_t n, int64_t n_rows, const ThreadPool& pool) {
+  if (n_rows >= 4) return 0;
+  const auto threads = static_cast<size_t>(pool.size());
+  return (n + threads - 1) / threads;
+}
+
 struct F32Kernels {
   float (*dot)(const float*, const float*, int64_t) noexcept;
   void (*dot4)(const float*, const float* const*, int64_t, float*) noexcept;
@@ -139,7 +151,8 @@ void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits&
   const int64_t batch = std::clamp<int64_t>(kGemmPackedBytes / std::max<int64_t>(group_bytes, 1), 1, kMaxGemmBatch);
   const int64_t chunk = k.whole_batch ? std::max<int64_t>(n_rows, 1)
                                       : std::max<int64_t>(4, kGemmActBytes / std::max<int64_t>(a_row + side_row, 1) / 4 * 4);
-  pool.parallel_for(static_cast<size_t>((n_out + group - 1) / group), [&](size_t begin, size_t end) {
+  const size_t n_groups = static_cast<size_t>((n_out + group - 1) / group);
+  pool.parallel_for(n_groups, [&](size_t begin, size_t end) {
     uint8_t* scratch = prepacked ? nullptr : packed_scratch(static_cast<size_t>(batch * group_bytes));
     for (auto g0 = static_cast<int64_t>(begin); g0 < static_cast<int64_t>(end); g0 += batch) {
       const int64_t g1 = std::min<int64_t>(static_cast<int64_t>(end), g0 + batch);
@@ -156,7 +169,7 @@ void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits&
                      y + r0 * y_stride + g * group, y_stride);
       }
     }
-  });
+  }, decode_grain(n_groups, n_rows, pool));
 }
 
 // Calls fn(o, row) for the weight rows o0 <= o < o1 in order, `row` in the weight type's block
@@ -220,7 +233,8 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   const int64_t panel = panel_rows(static_cast<int64_t>(w.row_bytes()), kMaxQuantPanelRows);
   const int64_t chunk = act_chunk_rows(a_row, n_in);
   const size_t w_row = w.row_bytes();
-  pool.parallel_for(static_cast<size_t>((n_out + panel - 1) / panel), [&](size_t begin, size_t end) {
+  const size_t n_panels = static_cast<size_t>((n_out + panel - 1) / panel);
+  pool.parallel_for(n_panels, [&](size_t begin, size_t end) {
     uint8_t* buffer = w.layout == Layout::cpu_packed ? row_scratch(w_row) : nullptr;
     for (auto p = static_cast<int64_t>(begin); p < static_cast<int64_t>(end); ++p) {
       const int64_t o0 = p * panel, o1 = std::min(n_out, o0 + panel);
@@ -236,7 +250,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
         });
       }
     }
-  });
+  }, decode_grain(n_panels, n_rows, pool));
 }
 
 void matmul_ref(const TensorView& w, const float* x, int64_t n_rows, int64_t x_stride, float* y, int64_t y_stride) {

@@ -15,11 +15,11 @@
 //
 // Why the same bits: the integer dots are exact either way (dpbusd of an unsigned and a signed
 // byte sums four products without saturation; the AVX2 maddubs pairs cannot saturate either, see
-// qdot_avx2.cpp). A signed weight quant goes in as |q| with its sign moved onto the activation
-// quant, as the AVX2 kernels do (abs(-128) is 128 read unsigned; where q is 0 the product is 0
-// either way). Each half's chain takes dd = dW * dA and fma(dd, I, s) per block in block order,
-// each row's mins fma(mW, sA, mins), and each row's result is the lane tree of its half plus its
-// mins: the one-row steps, per row.
+// qdot_avx2.cpp). Q5_0's quants (q - 16, signed) go in as the stored unsigned q, each lane's dot
+// starting from -16 times its four activation quants' sum, the same integer. Each half's chain
+// takes dd = dW * dA and fma(dd, I, s) per block in block order, each row's mins
+// fma(mW, sA, mins), and each row's result is the lane tree of its half plus its mins: the one-row
+// steps, per row.
 #include "kernels/cpu/qgemm_avx512_util.hpp"
 
 #include <algorithm>
@@ -64,44 +64,38 @@ inline __mmask64 high_bits2(const uint8_t* a, const uint8_t* b) {
   return _cvtu64_mask64(static_cast<uint64_t>(hb) << 32 | ha);
 }
 
-// Two blocks' quants: signed (q - 16) for Q5_0, unsigned for Q4_1 / Q5_1.
+// Two blocks' quants as unsigned bytes: for Q5_0 the stored 5 bits, q + 16 (its offset is taken
+// off with the activation sums, see Rows); for Q4_1 / Q5_1 the quants themselves.
 inline __m512i quants2(const BlockQ5_0& a, const BlockQ5_0& b) {
-  // q - 16: the nibble, with 0xF0 set where the fifth bit is clear.
-  const __m512i high = _mm512_maskz_mov_epi8(_knot_mask64(high_bits2(a.qh, b.qh)), _mm512_set1_epi8(static_cast<char>(0xF0)));
-  return _mm512_or_si512(nibbles2(a.qs, b.qs), high);
+  return _mm512_or_si512(nibbles2(a.qs, b.qs), _mm512_maskz_mov_epi8(high_bits2(a.qh, b.qh), _mm512_set1_epi8(0x10)));
 }
 inline __m512i quants2(const BlockQ4_1& a, const BlockQ4_1& b) { return nibbles2(a.qs, b.qs); }
 inline __m512i quants2(const BlockQ5_1& a, const BlockQ5_1& b) {
   return _mm512_or_si512(nibbles2(a.qs, b.qs), _mm512_maskz_mov_epi8(high_bits2(a.qh, b.qh), _mm512_set1_epi8(0x10)));
 }
 
-// The 16 lanes of 4-element integer dots of two weight blocks (halves) with activation quants aq
-// (the same 32 in both halves).
-template <bool kSigned>
-inline __m512i lane_dots2(__m512i q, __m512i aq) {
-  if constexpr (kSigned) {
-    const __mmask64 negative = _mm512_movepi8_mask(q);
-    const __m512i signed_a = _mm512_mask_sub_epi8(aq, negative, _mm512_setzero_si512(), aq);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), signed_a);
-  } else {
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, aq);
-  }
-}
+// What the kernels read of the activation row, prepared once per call: the block scales (and,
+// for Q8_1, sums) as floats, 4 blocks past the last readable; for Q5_0, -16 times the sum of
+// each 4 activation quants (8 lanes a block), the offset of its weight quants.
+struct ActRow {
+  const float* da;
+  const float* sa;
+  const int32_t* offsets;
+};
 
 template <class Block, class Act>
 struct Rows {
   static constexpr bool kMin = std::is_same_v<Act, BlockQ8_1>;
-  static constexpr bool kSigned = !kMin;
+  static constexpr bool kOffset = std::is_same_v<Block, BlockQ5_0>;
 
-  // Weight rows 2P (P zmm, two rows each) at w, ws bytes apart, against activation row a, whose
-  // block scales (and, for Q8_1, sums) are da[i] and sa[i] as floats (4 floats past the last
-  // block readable).
+  // Weight rows 2P (P zmm, two rows each) at w, ws bytes apart, against activation row a (and
+  // what `act` holds of it).
   //
   // Per 4 blocks, one gather fetches the scale (and min) words of the 4 blocks of every row:
   // lane 4 i' + j holds block i0 + i' of row j. Converted and multiplied once, they wait on the
   // stack, and each block's two-row scale vector is a masked broadcast from there.
   template <int P>
-  static void run(const uint8_t* w, int64_t ws, const Act* a, const float* da, const float* sa, int64_t n, float* y) {
+  static void run(const uint8_t* w, int64_t ws, const Act* a, const ActRow& act, int64_t n, float* y) {
     constexpr int W = 2 * P;
     constexpr int64_t kBlock = sizeof(Block);
     const int64_t nb = n / kQK;
@@ -127,18 +121,22 @@ struct Rows {
       }
       const __mmask16 valid = of_rows & static_cast<__mmask16>((1u << (4 * count)) - 1);
       const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, row[0] + i0, 1);
-      const __m512 da4 = _mm512_permutexvar_ps(i_of, _mm512_castps128_ps512(_mm_loadu_ps(da + i0)));
+      const __m512 da4 = _mm512_permutexvar_ps(i_of, _mm512_castps128_ps512(_mm_loadu_ps(act.da + i0)));
       _mm512_store_ps(dd, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)), da4));
       if constexpr (kMin) _mm512_store_ps(mw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16))));
       for (int64_t k = 0; k < count; ++k) {
         const int64_t i = i0 + k;
         const __m512i aq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs)));
+        // The lanes' integer dots start from the offset's share (exact: Σ (q - 16) a is
+        // Σ q a - 16 Σ a), then one dpbusd adds both rows' unsigned quants times the activation's.
+        const __m512i start = kOffset ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.offsets + 8 * i)))
+                                      : _mm512_setzero_si512();
         for (int p = 0; p < P; ++p) {
-          const __m512i dots = lane_dots2<kSigned>(quants2(row[2 * p][i], row[2 * p + 1][i]), aq);
+          const __m512i dots = _mm512_dpbusd_epi32(start, quants2(row[2 * p][i], row[2 * p + 1][i]), aq);
           const __m512 scale = _mm512_mask_broadcastss_ps(_mm512_set1_ps(dd[4 * k + 2 * p]), 0xFF00, _mm_set_ss(dd[4 * k + 2 * p + 1]));
           acc[p] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dots), acc[p]);
         }
-        if constexpr (kMin) mins = _mm_fmadd_ps(_mm_load_ps(mw + 4 * k), _mm_set1_ps(sa[i]), mins);
+        if constexpr (kMin) mins = _mm_fmadd_ps(_mm_load_ps(mw + 4 * k), _mm_set1_ps(act.sa[i]), mins);
       }
     }
     alignas(16) float m[4];
@@ -151,10 +149,11 @@ struct Rows {
   }
 };
 
-// The activation row's block scales (and sums) as floats, per thread.
-float* act_scales(size_t floats) {
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < floats) buffer.resize(floats);
+// A thread's buffer of at least n T.
+template <class T>
+T* thread_buffer(size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
   return buffer.data();
 }
 
@@ -165,16 +164,26 @@ void weight_rows(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t 
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const Act*>(a);
   const int64_t nb = n / kQK;
-  float* da = act_scales(static_cast<size_t>(2 * (nb + 4)));
+  float* da = thread_buffer<float>(static_cast<size_t>(2 * (nb + 4)));
   float* sa = da + nb + 4;
   for (int64_t i = 0; i < nb; ++i) {
     da[i] = half(ab[i].d);
     if constexpr (std::is_same_v<Act, BlockQ8_1>) sa[i] = half(ab[i].s);
   }
   for (int64_t i = nb; i < nb + 4; ++i) da[i] = sa[i] = 0.0f;
+  int32_t* offsets = nullptr;
+  if constexpr (Rows<Block, Act>::kOffset) {
+    offsets = thread_buffer<int32_t>(static_cast<size_t>(8 * nb));
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[i].qs)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(offsets + 8 * i), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 4)));
+    }
+  }
+  const ActRow act{da, sa, offsets};
   int64_t j = 0;
-  for (; j + 4 <= n_w; j += 4) Rows<Block, Act>::template run<2>(wb + j * ws, ws, ab, da, sa, n, y + j);
-  for (; j + 2 <= n_w; j += 2) Rows<Block, Act>::template run<1>(wb + j * ws, ws, ab, da, sa, n, y + j);
+  for (; j + 4 <= n_w; j += 4) Rows<Block, Act>::template run<2>(wb + j * ws, ws, ab, act, n, y + j);
+  for (; j + 2 <= n_w; j += 2) Rows<Block, Act>::template run<1>(wb + j * ws, ws, ab, act, n, y + j);
   if (j < n_w) one(wb + j * ws, a, 0, 1, n, y + j, 1);
 }
 

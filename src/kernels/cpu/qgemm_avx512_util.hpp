@@ -52,15 +52,16 @@ inline void prefetch_ahead(const void* p, int64_t bytes) {
   }
 }
 
-// Quarter q (0..3) of prefetch_ahead over a packed block of the K-quant tiles (2-3 KiB), issued
-// at the start of the quarter of the block's work: the whole block's 36-45 prefetches at once
-// stalled the decode (TinyLlama shape, 2 threads, tokens/s, all at once -> by quarters: Q4_K_M
-// 37.1-37.4 -> 41.9-42.3, Q5_K_M 31.6-31.7 -> 35.5, Q6_K 25.7 -> 30.3-30.6, Q2_K 52.0-52.4 ->
-// 54.2-54.9).
-template <int R, class Packed>
-inline void prefetch_quarter(const Packed* block, int q) {
-  constexpr int64_t kQuarter = (int64_t{sizeof(Packed)} + 3) / 4;
-  prefetch_ahead<R>(reinterpret_cast<const char*>(block) + q * kQuarter, kQuarter);
+// Part `part` of kParts of prefetch_ahead over a packed block of the K-quant tiles (2-3 KiB),
+// issued as the block's work goes: the whole block's 36-45 prefetches at once stalled the decode.
+// TinyLlama shape, 2 threads, tokens/s, all at once -> in quarters: Q4_K_M 37.1-37.4 -> 41.9-42.3,
+// Q5_K_M 31.6-31.7 -> 35.5, Q6_K 25.7 -> 30.3-30.6, Q2_K 52.0-52.4 -> 54.2-54.9; Q6_K in
+// sixteenths 31.0-31.9 against 30.0-30.4 in quarters. (Whole cache lines per part, each line
+// once, measured 4-9% slower than these byte ranges, whose edges some lines share.)
+template <int R, int kParts, class Packed>
+inline void prefetch_part(const Packed* block, int part) {
+  constexpr int64_t kPart = (int64_t{sizeof(Packed)} + kParts - 1) / kParts;
+  prefetch_ahead<R>(reinterpret_cast<const char*>(block) + part * kPart, kPart);
 }
 
 // Activation row r of a batch whose rows are as bytes apart.

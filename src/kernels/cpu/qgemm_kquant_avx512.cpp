@@ -149,7 +149,7 @@ void q4k_tile(const Q4KPacked* pk, int64_t count, const void* a, int64_t as, int
       dm[r] = _mm512_mul_ps(dmw, da);
     }
     for (int p = 0; p < 4; ++p) {
-      prefetch_quarter<R>(&b, p);
+      prefetch_part<R, 4>(&b, p);
       __m512i i0[R], i1[R];
       k32_pair_dots<R>(b, p, a, as, i, i0, i1);
       const __m512i sc0 = bytes_to_i32(b.sc[2 * p]), sc1 = bytes_to_i32(b.sc[2 * p + 1]);
@@ -178,7 +178,7 @@ void q5k_tile(const Q5KPacked* pk, int64_t count, const void* a, int64_t as, int
     __m512i s[R], m[R];
     for (int r = 0; r < R; ++r) s[r] = m[r] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {
-      prefetch_quarter<R>(&b, p);
+      prefetch_part<R, 4>(&b, p);
       __m512i i0[R], i1[R];
       k32_pair_dots<R>(b, p, a, as, i, i0, i1);
       const __m512i sc0 = bytes_to_i32(b.sc[2 * p]), sc1 = bytes_to_i32(b.sc[2 * p + 1]);
@@ -388,13 +388,13 @@ void k16_tile(const typename T::Packed* pk, int64_t count, const void* a, int64_
     for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       for (int half = 0; half < 2; ++half) {
-        prefetch_quarter<R>(&p, 2 * h + half);
         // Sub-blocks 8h + 2k + half for k = 0..3, each of chunks c = 4 half .. 4 half + 3.
         __m512i dot[4][R];
         for (int k = 0; k < 4; ++k)
           for (int r = 0; r < R; ++r)
             dot[k][r] = _mm512_set1_epi32(-T::kOffset * q8k_row(a, as, r)[i].bsums[8 * h + 2 * k + half]);
         for (int c = 4 * half; c < 4 * half + 4; ++c) {
+          prefetch_part<R, 16>(&p, 8 * h + c);
           __m512i q[4];
           T::quants(p, h, c, q);
           for (int r = 0; r < R; ++r) {

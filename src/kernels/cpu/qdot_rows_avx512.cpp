@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -37,13 +36,7 @@ namespace {
 
 using namespace quant;
 using avx512_tiles::half;
-
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the scalar lane tree.
-inline float lane_tree(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
+using avx512_tiles::lane_tree;
 
 // The 16 qs bytes of blocks a (low half) and b (high half) as 32 quants each, in element order:
 // low nibbles are elements 0-15, high nibbles 16-31. (Broadcast loads, not shuffles: port 5 is

@@ -275,13 +275,6 @@ void q5_0_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed
   }
 }
 
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the reference's lane tree.
-inline float lane_tree(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
 // P pairs (from pair j0) against R activation rows: lane p of acc[q][r]'s half h is the chain
 // s_p of weight row 2(j0 + q) + h with activation row r; s_p = fma(dW * dA, I_p, s_p) per block.
 template <int P, int R>

@@ -1,7 +1,8 @@
 // What the AVX-512 VNNI tile files (qgemm_avx512.cpp: the 32-element block types;
-// qgemm_kquant_avx512.cpp: the K-quants) share: the group size, loads of scales and unaligned
-// quants, and the loop over activation rows. Include only from *_avx512.cpp files (compiled for
-// CpuIsa::avx512).
+// qgemm_kquant_avx512.cpp: the K-quants; also qgemm_half_avx512.cpp and qdot_rows_avx512.cpp)
+// share: the group size, loads of scales and unaligned quants, the 8-lane tree, the decode
+// prefetches, and the loop over activation rows. Include only from *_avx512.cpp files (compiled
+// for CpuIsa::avx512).
 #pragma once
 
 // GCC 12's AVX-512 headers start some intrinsics from _mm256_undefined_*(), which its
@@ -35,6 +36,14 @@ inline __m512 load_scales(const uint16_t* d) { return _mm512_cvtph_ps(_mm256_loa
 // 16 bytes (lane j: row j's) widened to int32, unsigned or signed.
 inline __m512i bytes_to_i32(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline __m512i bytes_to_i32(const int8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)): the reference's tree over the 8 lanes of a
+// chain (qdot.hpp), as the AVX2 kernels sum theirs.
+inline float lane_tree(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
 
 // How far ahead a tile of fewer than 4 activation rows (a decode step, where each weight byte
 // is read once, from memory) prefetches its weights. The hardware prefetcher alone left such

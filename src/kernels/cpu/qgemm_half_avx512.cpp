@@ -24,6 +24,8 @@
 namespace infer::INFER_ISA_NS {
 namespace {
 
+using avx512_tiles::lane_tree;
+
 struct Avx512 {
   static constexpr int64_t kTileRows = 8;
   static constexpr int kTileActs = 6;
@@ -129,13 +131,6 @@ void pairs_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept 
   auto* out = static_cast<uint16_t*>(row);
   for (int64_t c = 0; c < chunks(n); ++c)
     std::memcpy(out + 8 * c, in + 8 * kWays * c, static_cast<size_t>(std::min<int64_t>(8, n - 8 * c)) * 2);
-}
-
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the reference's lane tree.
-inline float lane_tree(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
 template <bool kBf16>

@@ -5,7 +5,9 @@
 // through the same tree of 8, accumulators one fma chain per element in position order; exp of
 // the rescaling factors in double rounded to float (glibc's expf is correctly rounded).
 // One block per (row, head): a row's result depends on its sequence's cache alone (batch
-// invariance). K/V types: F16, BF16, F32 and Q8_0 (quantized as the CPU's quantize_activations_q8_0).
+// invariance). K/V types: F16, BF16, F32 and Q8_0 (quantized as the CPU's quantize_activations_q8_0),
+// rotated or not (KvView::k_rotation: the K/V rows rotated before they are quantized, the query
+// before its dots, the output back, by the butterflies of kernels/cpu/hadamard.hpp).
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -42,7 +44,27 @@ struct LayerKv {
   uint8_t* v;
   int group, n_kv_heads, head_dim, block_size;
   int64_t row_bytes;
+  int k_rotation, v_rotation;  // 0: not rotated
+  float k_scale, v_scale;      // the float nearest 1 / sqrt(rotation), as the CPU's
 };
+
+// x[0, len) <- H_n x per block of n in shared memory, by the block's threads together: the
+// butterflies of kernels/cpu/hadamard.hpp, stage by stage, then the product by `scale`. Every
+// thread of the block calls it (it synchronizes), after x is written.
+__device__ void hadamard_shared(float* x, int len, int n, float scale) {
+  __syncthreads();
+  for (int s = 1; s < n; s *= 2) {
+    for (int e = threadIdx.x; e < len / 2; e += blockDim.x) {
+      const int i = e / s * 2 * s + e % s;
+      const float a = x[i], b = x[i + s];
+      x[i] = a + b;
+      x[i + s] = a - b;
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < len; i += blockDim.x) x[i] *= scale;
+  __syncthreads();
+}
 
 __device__ __forceinline__ int64_t row_offset(const LayerKv& kv, int32_t block, int h, int32_t slot) {
   return ((static_cast<int64_t>(block) * kv.n_kv_heads + h) * kv.block_size + slot) * kv.row_bytes;
@@ -82,6 +104,7 @@ __global__ void __launch_bounds__(kTile) attention_kernel(StepRows rows, LayerKv
   float* p = sh + hd;   // [kTile]
   __shared__ float warp_max[kTile / 32];
   for (int i = tid; i < hd; i += kTile) qh[i] = q[r * qs + static_cast<int64_t>(h) * hd + i];
+  if (kv.k_rotation > 0) hadamard_shared(qh, hd, kv.k_rotation, kv.k_scale);
   const int32_t n_ctx = rows.ctx[r];
   const int32_t first = rows.first[kv.group * rows.n + r];
   const int32_t* table = rows.tables + rows.toff[kv.group * rows.n + r];
@@ -152,6 +175,18 @@ __global__ void __launch_bounds__(kTile) attention_kernel(StepRows rows, LayerKv
   }
   fold();
   const float inv = fsum == 0.0f ? 0.0f : 1.0f / fsum;
+  if (kv.v_rotation > 0) {
+    // The output rotated back, staged in qh once every thread is done reading it.
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int d = tid + j * kTile;
+      if (d < hd) qh[d] = facc[j] * inv;
+    }
+    hadamard_shared(qh, hd, kv.v_rotation, kv.v_scale);
+    for (int d = tid; d < hd; d += kTile) out[r * os + static_cast<int64_t>(h) * hd + d] = qh[d];
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int d = tid + j * kTile;
@@ -171,6 +206,29 @@ __global__ void kv_write_q8_0_kernel(StepRows rows, LayerKv kv, const float* k, 
     const int64_t off = row_offset(kv, block, h, slot) + static_cast<int64_t>(b) * cuda::BlockQ8_0::kBytes;
     cuda::quantize_q8_0(k + r * ks + static_cast<int64_t>(h) * kv.head_dim + 32 * b, kv.k + off);
     cuda::quantize_q8_0(v + r * vs + static_cast<int64_t>(h) * kv.head_dim + 32 * b, kv.v + off);
+  }
+}
+
+// One block per (row, KV head) of a rotated Q8_0 cache: the head's K and V rotated in shared
+// memory ([2][head_dim] floats), then quantized, one thread per 32 values.
+__global__ void kv_write_q8_0_rotated_kernel(StepRows rows, LayerKv kv, const float* k, int64_t ks, const float* v, int64_t vs) {
+  const int r = blockIdx.x, h = blockIdx.y, hd = kv.head_dim;
+  extern __shared__ float sh[];
+  float* kr = sh;
+  float* vr = sh + hd;
+  const int32_t pos = rows.ctx[r] - 1;
+  const int32_t block = rows.tables[rows.toff[kv.group * rows.n + r] + pos / kv.block_size];
+  const int32_t slot = pos % kv.block_size;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    kr[i] = k[r * ks + static_cast<int64_t>(h) * hd + i];
+    vr[i] = v[r * vs + static_cast<int64_t>(h) * hd + i];
+  }
+  hadamard_shared(kr, hd, kv.k_rotation, kv.k_scale);
+  hadamard_shared(vr, hd, kv.v_rotation, kv.v_scale);
+  for (int b = threadIdx.x; b < hd / 32; b += blockDim.x) {
+    const int64_t off = row_offset(kv, block, h, slot) + static_cast<int64_t>(b) * cuda::BlockQ8_0::kBytes;
+    cuda::quantize_q8_0(kr + 32 * b, kv.k + off);
+    cuda::quantize_q8_0(vr + 32 * b, kv.v + off);
   }
 }
 
@@ -213,7 +271,9 @@ LayerKv layer_kv(const KvView& kv, int layer) {
   const KvGroupView& g = kv.groups[static_cast<size_t>(kv.group(layer))];
   const uint64_t slot_bytes = static_cast<uint64_t>(g.n_blocks) * kv.n_kv_heads * kv.block_size * kv.row_bytes;
   const uint64_t off = static_cast<uint64_t>(kv.slot(layer)) * slot_bytes;
-  return {g.k_base + off, g.v_base + off, kv.group(layer), kv.n_kv_heads, kv.head_dim, kv.block_size, static_cast<int64_t>(kv.row_bytes)};
+  auto scale = [](int n) { return n > 0 ? 1.0f / std::sqrt(static_cast<float>(n)) : 1.0f; };
+  return {g.k_base + off,       g.v_base + off, kv.group(layer), kv.n_kv_heads, kv.head_dim, kv.block_size, static_cast<int64_t>(kv.row_bytes),
+          kv.k_rotation,        kv.v_rotation,  scale(kv.k_rotation), scale(kv.v_rotation)};
 }
 
 Status check_kv(const KvView& kv, const char* op) {
@@ -221,6 +281,8 @@ Status check_kv(const KvView& kv, const char* op) {
     return unsupported(std::string(op) + ": the CUDA backend reads F16, BF16, F32 and Q8_0 KV caches, not " + std::string(dtype_name(kv.kv_type)));
   if (kv.kv_type == DType::q8_0 && kv.head_dim % 32 != 0) return unsupported(std::string(op) + ": a Q8_0 cache needs head sizes of a multiple of 32");
   if (kv.head_dim > kMaxHeadDim) return unsupported(std::string(op) + ": the CUDA kernel takes head sizes up to 256");
+  if ((kv.k_rotation > 0 || kv.v_rotation > 0) && kv.kv_type != DType::q8_0)
+    return unsupported(std::string(op) + ": the CUDA backend rotates Q8_0 caches only");
   return Status::ok();
 }
 
@@ -266,7 +328,13 @@ Status kv_write(Backend& be, const AttentionPlan& plan, const KvView& kv, int la
   switch (kv.kv_type) {
     case DType::f32: kv_write_kernel<float><<<grid, 256, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
     case DType::bf16: kv_write_kernel<__nv_bfloat16><<<grid, 256, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
-    case DType::q8_0: kv_write_q8_0_kernel<<<grid, 128, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
+    case DType::q8_0:
+      if (kv.k_rotation > 0)
+        kv_write_q8_0_rotated_kernel<<<dim3(grid, static_cast<unsigned>(kv.n_kv_heads)), 128, 2 * kv.head_dim * sizeof(float), c->stream()>>>(
+            sr, lk, kp, row_floats(k), vp, row_floats(v));
+      else
+        kv_write_q8_0_kernel<<<grid, 128, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v));
+      break;
     default: kv_write_kernel<__half><<<grid, 256, 0, c->stream()>>>(sr, lk, kp, row_floats(k), vp, row_floats(v)); break;
   }
   return check_launch("kv_write");

@@ -134,7 +134,9 @@ typedef enum infer_weight_type {
 /* Element types of the KV cache: F16 (llama.cpp's default), F32 (twice the bytes, for accuracy
  * checks), BF16 (as many bytes as F16), Q8_0 (about half: 32-element blocks with an F16 scale, as
  * llama.cpp's q8_0 cache; the model's head size must be a multiple of 32, else
- * infer_engine_create fails with INFER_INVALID_ARGUMENT), FP8 (half: one E4M3 number per element,
+ * infer_engine_create fails with INFER_INVALID_ARGUMENT; heads of a multiple of 64 are stored
+ * rotated by a Walsh-Hadamard transform, as llama.cpp does, which loses far less; the environment
+ * variable INFER_KV_ROTATE=0 turns that off), FP8 (half: one E4M3 number per element,
  * unscaled, saturating at +-448, as vLLM's fp8 cache without calibrated scales). */
 typedef enum infer_kv_type { INFER_KV_F16 = 0, INFER_KV_F32 = 1, INFER_KV_BF16 = 2, INFER_KV_Q8_0 = 3, INFER_KV_FP8 = 4 } infer_kv_type;
 

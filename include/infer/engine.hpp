@@ -34,7 +34,10 @@ namespace infer {
 
 // The element type of the KV cache (values as infer_kv_type in infer.h): f16 as llama.cpp's default;
 // f32 twice its bytes (for accuracy checks); bf16 as many; q8_0 about half (32-element blocks with
-// an F16 scale, as llama.cpp's q8_0 cache; the head size must be a multiple of 32); fp8 half: one
+// an F16 scale, as llama.cpp's q8_0 cache; the head size must be a multiple of 32; with heads of a
+// multiple of 64, K and V are stored rotated by a Walsh-Hadamard transform, as llama.cpp does,
+// which the attention undoes and which halves the loss against f16 or better; INFER_KV_ROTATE=0
+// in the environment turns it off); fp8 half: one
 // E4M3 (e4m3fn) number per element, unscaled, saturating at ±448, as vLLM's fp8 cache without
 // calibrated scales (kv_scale 1).
 enum class KvType : int { f16 = 0, f32 = 1, bf16 = 2, q8_0 = 3, fp8 = 4 };

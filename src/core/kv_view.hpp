@@ -24,6 +24,9 @@ namespace infer {
 
 // Cache groups at most: full attention plus sliding windows of different sizes.
 inline constexpr int kMaxKvGroups = 4;
+// The largest rotation block of a rotated cache (KvView::k_rotation): the kernels stage one
+// block at a time on the stack.
+inline constexpr int kMaxKvRotation = 512;
 
 // One group's pool.
 struct KvGroupView {
@@ -38,8 +41,15 @@ struct KvView {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 0;
-  DType kv_type = DType::f16;  // f16, f32, bf16 or q8_0 (a row of head_dim elements in 32-blocks)
+  DType kv_type = DType::f16;  // f16, f32, bf16, q8_0 (a row of head_dim elements in 32-blocks) or f8_e4m3
   uint64_t row_bytes = 0;      // bytes of one head's row of head_dim elements
+  // A rotated cache (0: not rotated) holds each K row as H k and each V row as H v, H the
+  // orthonormal Walsh-Hadamard matrix applied to consecutive blocks of k_rotation (V:
+  // v_rotation) elements (kernels/cpu/hadamard.hpp). Attention rotates the queries alike, so
+  // q . k is unchanged, and rotates its output back (H H = I). The rotation spreads an outlier
+  // channel's magnitude over its block, so Q8_0's per-32 scales lose far less (kv/kv_cache.hpp).
+  int k_rotation = 0;
+  int v_rotation = 0;
   int n_groups = 0;
   std::array<KvGroupView, kMaxKvGroups> groups{};
   // Per layer: its group and its slot in the group's pool; empty = every layer in group 0, slot l.

@@ -13,9 +13,11 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -446,6 +448,7 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
 
     KvCacheConfig kvc = impl->model->kv_config(config.kv_cache_bytes, config.block_size, kv_dtype(config.kv_type));
     kvc.max_sequences = config.max_sequences;
+    if (const char* rotate = std::getenv("INFER_KV_ROTATE"); rotate && std::string_view(rotate) == "0") kvc.rotate = false;
     kvc.max_step_tokens = static_cast<int>(std::min<int64_t>(config.max_batch_tokens, INT32_MAX));
     if (config.kv_cache_tokens > 0) kvc.budget_bytes = KvCache::budget_for_tokens(kvc, config.kv_cache_tokens);
     // The KV pool lives in the backend's memory, where its kernels read it.

@@ -90,6 +90,13 @@ std::vector<int64_t> plan_pools(const KvCacheConfig& c, const std::vector<KvCach
 
 }  // namespace
 
+KvRotation kv_rotation(const KvCacheConfig& c) noexcept {
+  if (!c.rotate || c.kv_type != DType::q8_0 || c.head_dim % 64 != 0) return {};
+  int k = 64;
+  while (k < kMaxKvRotation && c.head_dim % (2 * k) == 0) k *= 2;
+  return {k, 64};
+}
+
 Result<KvCache> KvCache::create(const KvCacheConfig& config, const KvAllocator& allocate) {
   const KvCacheConfig& c = config;
   if (c.n_layer <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 || c.block_size <= 0)
@@ -148,6 +155,9 @@ Result<KvCache> KvCache::create(const KvCacheConfig& config, const KvAllocator& 
   v.block_size = c.block_size;
   v.kv_type = c.kv_type;
   v.row_bytes = *dtype_row_bytes(c.kv_type, static_cast<uint64_t>(c.head_dim));
+  const KvRotation rotation = kv_rotation(c);
+  v.k_rotation = rotation.k;
+  v.v_rotation = rotation.v;
   v.n_groups = static_cast<int>(groups.size());
   v.layer_group.resize(static_cast<size_t>(c.n_layer));
   v.layer_slot.resize(static_cast<size_t>(c.n_layer));

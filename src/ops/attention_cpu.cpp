@@ -99,7 +99,7 @@ void attention(ThreadPool& pool, const AttentionPlan& plan, const KvView& kv, in
         for (size_t task = begin; task < end; ++task) {
           const size_t g = task / static_cast<size_t>(parts);
           const int part = static_cast<int>(task % static_cast<size_t>(parts));
-          attention_combine(shape, group_rows(g), partials + static_cast<int64_t>(g) * chunks * plan.partial_stride, chunks,
+          attention_combine(shape, kv, group_rows(g), partials + static_cast<int64_t>(g) * chunks * plan.partial_stride, chunks,
                             plan.partial_stride, scratch + static_cast<int64_t>(task) * plan.scratch_stride, part * heads_per_part,
                             (part + 1) * heads_per_part);
         }

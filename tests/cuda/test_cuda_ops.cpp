@@ -235,9 +235,10 @@ TEST_CASE("cuda embedding gather and matmul match the CPU and a float64 product 
 
 TEST_CASE("cuda paged attention and kv_write match the CPU over scrambled blocks, GQA, 512-position chunks, windows and every cache type", "[cuda][ops]") {
   Pair p;
-  for (DType kv_type : {DType::f16, DType::bf16, DType::f32, DType::q8_0}) {
+  // Q8_0 as it is and rotated (core/kv_view.hpp: K and V in one block of the head's 64).
+  for (auto [kv_type, rotation] : std::vector<std::pair<DType, int>>{{DType::f16, 0}, {DType::bf16, 0}, {DType::f32, 0}, {DType::q8_0, 0}, {DType::q8_0, 64}}) {
     for (int window : {0, 100}) {
-      INFO(dtype_name(kv_type) << " window " << window);
+      INFO(dtype_name(kv_type) << " rotation " << rotation << " window " << window);
       const int n_kv = 2, n_head = 8, hd = 64, bs = 16;
       const std::vector<int32_t> lens = {700, 40};
       const int n_blocks = (700 + bs - 1) / bs + (40 + bs - 1) / bs;
@@ -248,6 +249,7 @@ TEST_CASE("cuda paged attention and kv_write match the CPU over scrambled blocks
       KvView kc;
       kc.n_kv_heads = n_kv, kc.head_dim = hd, kc.block_size = bs, kc.kv_type = kv_type, kc.n_groups = 1;
       kc.row_bytes = *dtype_row_bytes(kv_type, hd);
+      kc.k_rotation = kc.v_rotation = rotation;
       kc.groups[0].n_layers = 1, kc.groups[0].n_blocks = n_blocks, kc.groups[0].sliding_window = window;
       KvView kg = kc;
       const size_t bytes = static_cast<size_t>(n_blocks) * n_kv * bs * kc.row_bytes;

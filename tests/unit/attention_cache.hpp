@@ -2,6 +2,7 @@
 // benchmarks: its blocks in scrambled order (a permutation while 7 and the block count are coprime).
 #pragma once
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -12,12 +13,28 @@
 
 namespace infer::test {
 
+// x <- H_n x per block of n, H_n[i][j] = (-1)^popcount(i & j) / sqrt(n) (Sylvester's
+// Walsh-Hadamard matrix, orthonormal), as a float64 matrix product: the reference of the
+// kernels' butterflies (kernels/cpu/hadamard.hpp).
+inline void hadamard_reference(double* x, int len, int n) {
+  std::vector<double> y(static_cast<size_t>(n));
+  for (int b = 0; b < len; b += n) {
+    for (int i = 0; i < n; ++i) {
+      double s = 0;
+      for (int j = 0; j < n; ++j) s += (__builtin_popcount(static_cast<unsigned>(i & j)) % 2 ? -x[b + j] : x[b + j]);
+      y[static_cast<size_t>(i)] = s / std::sqrt(double(n));
+    }
+    std::copy(y.begin(), y.end(), x + b);
+  }
+}
+
 struct AttentionCache {
   std::vector<uint8_t> k, v;
   std::vector<int32_t> blocks;
   KvView view;
 
-  AttentionCache(DType type, int n_kv_heads, int head_dim, int block_size, int positions) {
+  // k_rotation / v_rotation: a rotated cache (core/kv_view.hpp), 0 for none.
+  AttentionCache(DType type, int n_kv_heads, int head_dim, int block_size, int positions, int k_rotation = 0, int v_rotation = 0) {
     const int n_blocks = (positions + block_size - 1) / block_size;
     view.n_kv_heads = n_kv_heads;
     view.head_dim = head_dim;
@@ -27,6 +44,8 @@ struct AttentionCache {
     view.groups[0].n_blocks = n_blocks;
     view.kv_type = type;
     view.row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(head_dim));
+    view.k_rotation = k_rotation;
+    view.v_rotation = v_rotation;
     const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * view.row_bytes;
     k.assign(bytes, 0);
     v.assign(bytes, 0);
@@ -35,13 +54,20 @@ struct AttentionCache {
     for (int b = 0; b < n_blocks; ++b) blocks.push_back((b * 7 + 3) % n_blocks);
   }
   // Element i of K and V in storage order (row i / head_dim) <- keys[i], values[i], stored as
-  // the cache type stores them (kv_store's conversion).
+  // the cache type stores them (kv_store's conversion; a rotated cache's rows rotated first, in
+  // float64 rounded to float).
   void fill(const std::vector<float>& keys, const std::vector<float>& values) {
     const size_t hd = static_cast<size_t>(view.head_dim);
     for (size_t r = 0; r * hd < keys.size(); ++r) {
-      store(k.data() + r * view.row_bytes, keys.data() + r * hd);
-      store(v.data() + r * view.row_bytes, values.data() + r * hd);
+      store(k.data() + r * view.row_bytes, rotated(keys.data() + r * hd, view.k_rotation).data());
+      store(v.data() + r * view.row_bytes, rotated(values.data() + r * hd, view.v_rotation).data());
     }
+  }
+  // A row rotated in blocks of n (n = 0: as it is), in float64, rounded to float.
+  std::vector<float> rotated(const float* row, int n) const {
+    std::vector<double> x(row, row + view.head_dim);
+    if (n > 0) hadamard_reference(x.data(), view.head_dim, n);
+    return std::vector<float>(x.begin(), x.end());
   }
   // The value the cache holds for element (head, pos, i) of K or V, as a float.
   float at(const std::vector<uint8_t>& buf, int head, int pos, int i) const {

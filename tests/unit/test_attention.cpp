@@ -9,10 +9,12 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/exp_approx.hpp"
+#include "kernels/cpu/hadamard.hpp"
 #include "attention_cache.hpp"
 #include "quant_test_util.hpp"
 
@@ -21,15 +23,18 @@ using namespace infer::test;
 
 namespace {
 
-// softmax(scale * q_h · k_t) · v_t in float64 from the cache's values.
+// softmax(scale * q_h · k_t) · v_t in float64 from the cache's values; a rotated cache's query
+// rotated (H q) before the dots and its result rotated back (H (Σ p_t H v_t)), in float64.
 std::vector<double> reference(const float* q, const AttentionShape& s, const AttentionCache& c, int n_ctx) {
   std::vector<double> out(static_cast<size_t>(s.n_head * s.head_dim), 0.0);
   for (int h = 0; h < s.n_head; ++h) {
     const int kvh = h / (s.n_head / s.n_kv_heads);
+    std::vector<double> qh(q + h * s.head_dim, q + (h + 1) * s.head_dim);
+    if (c.view.k_rotation > 0) hadamard_reference(qh.data(), s.head_dim, c.view.k_rotation);
     std::vector<double> w(static_cast<size_t>(n_ctx));
     for (int t = 0; t < n_ctx; ++t) {
       double dot = 0;
-      for (int i = 0; i < s.head_dim; ++i) dot += double(q[h * s.head_dim + i]) * c.at(c.k, kvh, t, i);
+      for (int i = 0; i < s.head_dim; ++i) dot += qh[static_cast<size_t>(i)] * c.at(c.k, kvh, t, i);
       w[static_cast<size_t>(t)] = double(s.scale) * dot;
     }
     const double m = *std::max_element(w.begin(), w.end());
@@ -38,6 +43,7 @@ std::vector<double> reference(const float* q, const AttentionShape& s, const Att
     for (int t = 0; t < n_ctx; ++t)
       for (int i = 0; i < s.head_dim; ++i)
         out[static_cast<size_t>(h * s.head_dim + i)] += w[static_cast<size_t>(t)] / z * c.at(c.v, kvh, t, i);
+    if (c.view.v_rotation > 0) hadamard_reference(out.data() + h * s.head_dim, s.head_dim, c.view.v_rotation);
   }
   return out;
 }
@@ -76,9 +82,11 @@ TEST_CASE("exp_ggml is within 2 ulp of exp and saturates at the ends", "[attenti
 
 TEST_CASE("attention_row matches float64 softmax attention for every context length across tile boundaries, every KV type",
           "[attention]") {
-  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::f8_e4m3}) {
+  // Q8_0 twice: as it is, and rotated (K and V in one block of the head's 64 elements).
+  for (auto [type, rotation] : std::vector<std::pair<DType, int>>{
+           {DType::f32, 0}, {DType::f16, 0}, {DType::bf16, 0}, {DType::q8_0, 0}, {DType::q8_0, 64}, {DType::f8_e4m3, 0}}) {
     const AttentionShape shape{4, 2, 64, 0.125f};
-    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13);
+    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 13, rotation, rotation);
     // Keys and values with a spread of scores: some positions dominate, most do not.
     const auto keys = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 1, -2.0f, 2.0f);
     const auto values = random_floats(cache.v.size() / cache.view.row_bytes * cache.view.head_dim, 2);
@@ -90,7 +98,8 @@ TEST_CASE("attention_row matches float64 softmax attention for every context len
       attention_row(q.data(), shape, cache.view, 0, cache.blocks, n_ctx, out.data(), scratch.data());
       const auto expect = reference(q.data(), shape, cache, n_ctx);
       for (size_t i = 0; i < out.size(); ++i) {
-        INFO(dtype_name(type) << " n_ctx " << n_ctx << " element " << i << " got " << out[i] << " expect " << expect[i]);
+        INFO(dtype_name(type) << " rotation " << rotation << " n_ctx " << n_ctx << " element " << i << " got " << out[i]
+                              << " expect " << expect[i]);
         // Values lie in [-1, 1]: each output is a convex combination, so errors are absolute.
         REQUIRE(std::fabs(double(out[i]) - expect[i]) <= 2e-6);
       }
@@ -169,12 +178,17 @@ TEST_CASE("attention_row with a sliding window sees only the positions from firs
 TEST_CASE("attention_rows gives every row attention_row's result bit for bit, and every ISA's variant the scalar one's, every KV type",
           "[attention]") {
   // Head sizes: 32, and 72 for the tails of the transposes (16 and 8 columns at a time) and of
-  // the value blocks; Q8_0 caches need multiples of 32.
-  for (auto [type, head_dim] : std::vector<std::pair<DType, int>>{{DType::f16, 32}, {DType::f32, 32}, {DType::bf16, 32},
-                                                                  {DType::q8_0, 32}, {DType::f8_e4m3, 32}, {DType::f16, 72},
-                                                                  {DType::f32, 72}, {DType::q8_0, 96}}) {
+  // the value blocks; Q8_0 caches need multiples of 32. Rotated Q8_0 caches: K in one block of
+  // 128 and V in two of 64; K and V in three blocks of 64.
+  struct Case {
+    DType type;
+    int head_dim, k_rotation = 0, v_rotation = 0;
+  };
+  for (auto [type, head_dim, k_rotation, v_rotation] :
+       std::vector<Case>{{DType::f16, 32}, {DType::f32, 32}, {DType::bf16, 32}, {DType::q8_0, 32}, {DType::f8_e4m3, 32}, {DType::f16, 72},
+                         {DType::f32, 72}, {DType::q8_0, 96}, {DType::q8_0, 128, 128, 64}, {DType::q8_0, 192, 64, 64}}) {
     const AttentionShape shape{8, 2, head_dim, 0.17f};  // 4 query heads per KV head
-    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14);
+    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 14, k_rotation, v_rotation);
     const auto kv = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 8, -2.0f, 2.0f);
     cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
     const int64_t width = shape.n_head * shape.head_dim;
@@ -206,7 +220,8 @@ TEST_CASE("attention_rows gives every row attention_row's result bit for bit, an
         const float* want = expect.data() + rows[static_cast<size_t>(j)] * width;
         attention_row(q.data() + rows[static_cast<size_t>(j)] * width, shape, cache.view, 0, cache.blocks,
                       n_ctx[static_cast<size_t>(j)], one.data(), single.data(), first[static_cast<size_t>(j)]);
-        INFO(dtype_name(type) << " head_dim " << head_dim << " isa " << isa_name(isa) << " row " << j);
+        INFO(dtype_name(type) << " head_dim " << head_dim << " rotation " << k_rotation << "/" << v_rotation << " isa " << isa_name(isa)
+                              << " row " << j);
         REQUIRE(std::memcmp(one.data(), want, one.size() * 4) == 0);
         REQUIRE(std::memcmp(out.data() + rows[static_cast<size_t>(j)] * width, want, one.size() * 4) == 0);
       }
@@ -235,46 +250,128 @@ TEST_CASE("attention over several chunks stays within float64 softmax attention'
 
 TEST_CASE("attention split by context chunk and combined gives attention_rows' and attention_row's bits, on every ISA",
           "[attention]") {
-  const AttentionShape shape{4, 1, 32, 0.15f};  // one KV head: the case the split is for
-  AttentionCache cache(DType::f16, shape.n_kv_heads, shape.head_dim, 16, 16 * 110);
-  const auto kv = random_floats(cache.k.size() / 2, 23, -2.0f, 2.0f);
-  cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
-  const int64_t width = shape.n_head * shape.head_dim;
-  // Contexts within one chunk, on its boundary and over several; windows that start inside a
-  // later chunk (its earlier chunks see nothing) or just before a boundary.
-  const std::vector<int32_t> rows = {2, 0, 5, 1, 4, 3};
-  const std::vector<int32_t> n_ctx = {300, 512, 513, 1100, 1760, 1700};
-  const std::vector<int32_t> first = {0, 0, 500, 0, 1030, 511};
-  const int n_rows = static_cast<int>(rows.size());
-  const auto q = random_floats(static_cast<size_t>(n_rows * width), 24, -1.0f, 1.0f);
-  AttentionRows ar;
-  ar.q = q.data();
-  ar.q_stride = width;
-  ar.rows = rows.data();
-  ar.n_ctx = n_ctx.data();
-  ar.first = first.data();
-  ar.n_rows = n_rows;
-  ar.out_stride = width;
-  std::vector<float> whole(static_cast<size_t>(n_rows * width)), split(whole.size());
-  std::vector<float> scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, n_rows)));
-  const int chunks = (1760 + kAttentionChunk - 1) / kAttentionChunk;
-  const int64_t stride = attention_partial_floats(shape, n_rows);
-  std::vector<float> partials(static_cast<size_t>(stride * chunks));
-  const auto expect = scalar_rows(shape, cache, ar);
-  for (CpuIsa isa : supported_isas()) {
-    IsaScope scope(isa);
-    ar.out = whole.data();
-    attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data());
-    // The chunks in reverse order and the heads in two parts, as threads might take them.
-    ar.out = split.data();
-    std::fill(partials.begin(), partials.end(), std::nanf(""));
-    for (int c = chunks - 1; c >= 0; --c)
-      for (int part = 0; part < 2; ++part)
-        attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data(), 2 * part, 2 * part + 2, c,
-                       partials.data() + c * stride);
-    attention_combine(shape, ar, partials.data(), chunks, stride, scratch.data());
-    INFO("isa " << isa_name(isa));
-    REQUIRE(std::memcmp(whole.data(), expect.data(), expect.size() * 4) == 0);
-    REQUIRE(std::memcmp(split.data(), expect.data(), expect.size() * 4) == 0);
+  // F16, and a rotated Q8_0 cache (the output is rotated back after the chunks are folded).
+  for (auto [type, head_dim, rotation] : std::vector<std::tuple<DType, int, int>>{{DType::f16, 32, 0}, {DType::q8_0, 64, 64}}) {
+    const AttentionShape shape{4, 1, head_dim, 0.15f};  // one KV head: the case the split is for
+    AttentionCache cache(type, shape.n_kv_heads, shape.head_dim, 16, 16 * 110, rotation, rotation);
+    const auto kv = random_floats(cache.k.size() / cache.view.row_bytes * cache.view.head_dim, 23, -2.0f, 2.0f);
+    cache.fill(kv, std::vector<float>(kv.rbegin(), kv.rend()));
+    const int64_t width = shape.n_head * shape.head_dim;
+    // Contexts within one chunk, on its boundary and over several; windows that start inside a
+    // later chunk (its earlier chunks see nothing) or just before a boundary.
+    const std::vector<int32_t> rows = {2, 0, 5, 1, 4, 3};
+    const std::vector<int32_t> n_ctx = {300, 512, 513, 1100, 1760, 1700};
+    const std::vector<int32_t> first = {0, 0, 500, 0, 1030, 511};
+    const int n_rows = static_cast<int>(rows.size());
+    const auto q = random_floats(static_cast<size_t>(n_rows * width), 24, -1.0f, 1.0f);
+    AttentionRows ar;
+    ar.q = q.data();
+    ar.q_stride = width;
+    ar.rows = rows.data();
+    ar.n_ctx = n_ctx.data();
+    ar.first = first.data();
+    ar.n_rows = n_rows;
+    ar.out_stride = width;
+    std::vector<float> whole(static_cast<size_t>(n_rows * width)), split(whole.size());
+    std::vector<float> scratch(static_cast<size_t>(attention_rows_scratch_floats(shape, n_rows)));
+    const int chunks = (1760 + kAttentionChunk - 1) / kAttentionChunk;
+    const int64_t stride = attention_partial_floats(shape, n_rows);
+    std::vector<float> partials(static_cast<size_t>(stride * chunks));
+    const auto expect = scalar_rows(shape, cache, ar);
+    for (CpuIsa isa : supported_isas()) {
+      IsaScope scope(isa);
+      ar.out = whole.data();
+      attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data());
+      // The chunks in reverse order and the heads in two parts, as threads might take them.
+      ar.out = split.data();
+      std::fill(partials.begin(), partials.end(), std::nanf(""));
+      for (int c = chunks - 1; c >= 0; --c)
+        for (int part = 0; part < 2; ++part)
+          attention_rows(shape, cache.view, 0, cache.blocks, ar, scratch.data(), 2 * part, 2 * part + 2, c,
+                         partials.data() + c * stride);
+      attention_combine(shape, cache.view, ar, partials.data(), chunks, stride, scratch.data());
+      INFO(dtype_name(type) << " isa " << isa_name(isa));
+      REQUIRE(std::memcmp(whole.data(), expect.data(), expect.size() * 4) == 0);
+      REQUIRE(std::memcmp(split.data(), expect.data(), expect.size() * 4) == 0);
+    }
   }
+}
+
+TEST_CASE("hadamard_blocks is the orthonormal Walsh-Hadamard transform per block, and its own inverse", "[attention]") {
+  for (int n : {64, 128, 256, 512}) {
+    const auto x = random_floats(static_cast<size_t>(3 * n), static_cast<uint64_t>(n), -1.0f, 1.0f);
+    std::vector<float> y = x;
+    hadamard_blocks(y.data(), 3 * n, n);
+    std::vector<double> expect(x.begin(), x.end());
+    hadamard_reference(expect.data(), 3 * n, n);
+    for (size_t i = 0; i < y.size(); ++i) {
+      INFO("n " << n << " element " << i);
+      REQUIRE(std::fabs(double(y[i]) - expect[i]) <= 1e-5);
+    }
+    hadamard_blocks(y.data(), 3 * n, n);
+    for (size_t i = 0; i < y.size(); ++i) REQUIRE(std::fabs(y[i] - x[i]) <= 1e-5f);
+  }
+}
+
+TEST_CASE("kv_store writes a rotated Q8_0 cache's rows as Q8_0 of H k and H v, an unrotated one's as Q8_0 of k and v",
+          "[attention]") {
+  const int hd = 128, heads = 2, positions = 40;
+  AttentionCache rotated(DType::q8_0, heads, hd, 16, positions, 128, 64), plain(DType::q8_0, heads, hd, 16, positions);
+  const auto k = random_floats(static_cast<size_t>(positions * heads * hd), 31, -3.0f, 3.0f);
+  const auto v = random_floats(k.size(), 32, -1.0f, 1.0f);
+  for (int pos = 0; pos < positions; ++pos) {
+    kv_store(rotated.view, 0, rotated.blocks, pos, k.data() + pos * heads * hd, v.data() + pos * heads * hd);
+    kv_store(plain.view, 0, plain.blocks, pos, k.data() + pos * heads * hd, v.data() + pos * heads * hd);
+  }
+  for (int pos = 0; pos < positions; ++pos)
+    for (int h = 0; h < heads; ++h)
+      for (auto [src, buf, n] : {std::tuple{k.data(), &AttentionCache::k, 128}, std::tuple{v.data(), &AttentionCache::v, 64}}) {
+        const float* row = src + (pos * heads + h) * hd;
+        std::vector<double> expect(row, row + hd);
+        hadamard_reference(expect.data(), hd, n);
+        std::vector<uint8_t> bytes(34 * hd / 32);
+        quantize_activations_q8_0(row, bytes.data(), hd);
+        std::vector<float> unrotated(static_cast<size_t>(hd));
+        dequantize_row_ref(DType::q8_0, bytes.data(), unrotated.data(), hd);
+        for (int b = 0; b < hd; b += 32) {
+          double amax = 0;
+          for (int i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(expect[static_cast<size_t>(i)]));
+          for (int i = b; i < b + 32; ++i) {
+            INFO("position " << pos << " head " << h << " rotation " << n << " element " << i);
+            // Half a step of the block's scale amax / 127, which is rounded to F16 (2^-11 of up to 127 steps).
+            REQUIRE(std::fabs(rotated.at(rotated.*buf, h, pos, i) - expect[static_cast<size_t>(i)]) <= 0.57 * amax / 127 + 1e-6);
+            REQUIRE(plain.at(plain.*buf, h, pos, i) == unrotated[static_cast<size_t>(i)]);
+          }
+        }
+      }
+}
+
+TEST_CASE("a rotated Q8_0 cache loses less than an unrotated one when the keys have outlier channels", "[attention]") {
+  // RoPE'd keys of real models carry a few channels far above the rest; one Q8_0 scale per 32
+  // elements then leaves the others few levels. Exact: float64 attention over the F32 values.
+  const AttentionShape shape{2, 1, 64, 0.125f};
+  const int positions = 256;
+  auto keys = random_floats(static_cast<size_t>(positions * shape.head_dim), 41, -1.0f, 1.0f);
+  for (int t = 0; t < positions; ++t) {
+    keys[static_cast<size_t>(t * shape.head_dim + 3)] *= 24.0f;
+    keys[static_cast<size_t>(t * shape.head_dim + 35)] *= 24.0f;
+  }
+  const auto values = random_floats(keys.size(), 42, -1.0f, 1.0f);
+  const auto q = random_floats(static_cast<size_t>(shape.n_head * shape.head_dim), 43, -1.0f, 1.0f);
+  AttentionCache exact(DType::f32, 1, shape.head_dim, 16, positions);
+  exact.fill(keys, values);
+  const auto expect = reference(q.data(), shape, exact, positions);
+  auto error = [&](int rotation) {
+    AttentionCache cache(DType::q8_0, 1, shape.head_dim, 16, positions, rotation, rotation);
+    for (int t = 0; t < positions; ++t)
+      kv_store(cache.view, 0, cache.blocks, t, keys.data() + t * shape.head_dim, values.data() + t * shape.head_dim);
+    std::vector<float> out(q.size()), scratch(static_cast<size_t>(attention_scratch_floats(shape.head_dim)));
+    attention_row(q.data(), shape, cache.view, 0, cache.blocks, positions, out.data(), scratch.data());
+    double sq = 0;
+    for (size_t i = 0; i < out.size(); ++i) sq += (out[i] - expect[i]) * (out[i] - expect[i]);
+    return std::sqrt(sq / static_cast<double>(out.size()));
+  };
+  const double plain = error(0), rotated = error(64);
+  INFO("rms error: unrotated " << plain << ", rotated " << rotated);
+  CHECK(rotated < plain / 2);
 }

@@ -1123,39 +1123,42 @@ TEST_CASE("kv_type picks the KV element type: f32 blocks take twice the bytes of
 
 TEST_CASE("bf16, q8_0 and fp8 KV caches: q8_0 takes 17/32 of f16's bytes and fp8 half, and greedy tokens are the same alone, batched, chunked and from the prefix cache",
           "[engine][prefix]") {
-  // Heads of 32 dimensions: one Q8_0 block per row (34 bytes against 64 in F16).
-  test::TinyLlama spec = llama_spec();
-  spec.n_embd = 128;
-  spec.n_ff = 96;
-  spec.seed = 80;
-  const ModelOnDisk model(spec, "head32");
-  for (KvType type : {KvType::bf16, KvType::q8_0, KvType::fp8}) {
-    INFO(kv_type_name(type));
-    EngineConfig c;
-    c.kv_cache_bytes = 4 << 20;
-    c.kv_type = type;
-    EngineConfig f16 = c;
-    f16.kv_type = KvType::f16;
-    const int64_t f16_blocks = make_engine(f16, model.path)->stats().kv_blocks_total;
-    CHECK(make_engine(c, model.path)->stats().kv_blocks_total ==
-          (type == KvType::q8_0 ? f16_blocks * 32 / 17 : type == KvType::fp8 ? f16_blocks * 2 : f16_blocks));
-    // Each prompt alone on a fresh engine without the prefix cache ...
-    Workload w;
-    std::vector<std::vector<int32_t>> alone;
-    {
-      EngineConfig a = c;
-      a.prefix_cache = false;
-      auto e = make_engine(a, model.path);
-      for (size_t i = 0; i < w.prompts.size(); ++i) alone.push_back(e->generate(greedy(w.prompts[i], w.lengths[i])).value().ids);
-    }
-    // ... then all 16 at once, chunked, with the shared prefix computed once and reused.
-    for (int64_t budget : {512, 7}) {
-      EngineConfig b = c;
-      b.max_batch_tokens = budget;
-      auto e = make_engine(b, model.path);
-      EngineStats st;
-      CHECK(run_batched(*e, &st) == alone);
-      CHECK(st.cached_prompt_tokens > 0);
+  // Heads of 32 dimensions: one Q8_0 block per row (34 bytes against 64 in F16); heads of 64: a
+  // rotated Q8_0 cache (kv_rotation).
+  for (int head_dim : {32, 64}) {
+    test::TinyLlama spec = llama_spec();
+    spec.n_embd = 4 * head_dim;
+    spec.n_ff = 96;
+    spec.seed = 80;
+    const ModelOnDisk model(spec, "head" + std::to_string(head_dim));
+    for (KvType type : head_dim == 32 ? std::vector<KvType>{KvType::bf16, KvType::q8_0, KvType::fp8} : std::vector<KvType>{KvType::q8_0}) {
+      INFO(kv_type_name(type) << " head " << head_dim);
+      EngineConfig c;
+      c.kv_cache_bytes = 4 << 20;
+      c.kv_type = type;
+      EngineConfig f16 = c;
+      f16.kv_type = KvType::f16;
+      const int64_t f16_blocks = make_engine(f16, model.path)->stats().kv_blocks_total;
+      CHECK(make_engine(c, model.path)->stats().kv_blocks_total ==
+            (type == KvType::q8_0 ? f16_blocks * 32 / 17 : type == KvType::fp8 ? f16_blocks * 2 : f16_blocks));
+      // Each prompt alone on a fresh engine without the prefix cache ...
+      Workload w;
+      std::vector<std::vector<int32_t>> alone;
+      {
+        EngineConfig a = c;
+        a.prefix_cache = false;
+        auto e = make_engine(a, model.path);
+        for (size_t i = 0; i < w.prompts.size(); ++i) alone.push_back(e->generate(greedy(w.prompts[i], w.lengths[i])).value().ids);
+      }
+      // ... then all 16 at once, chunked, with the shared prefix computed once and reused.
+      for (int64_t budget : {512, 7}) {
+        EngineConfig b = c;
+        b.max_batch_tokens = budget;
+        auto e = make_engine(b, model.path);
+        EngineStats st;
+        CHECK(run_batched(*e, &st) == alone);
+        CHECK(st.cached_prompt_tokens > 0);
+      }
     }
   }
 }

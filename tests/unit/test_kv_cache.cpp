@@ -178,3 +178,31 @@ TEST_CASE("the storage comes from the caller's allocator, and its failure is an 
   CHECK(none.status().message().find("KV cache") != std::string::npos);
   CHECK(none.status().message().find("device memory exhausted") != std::string::npos);
 }
+
+TEST_CASE("a Q8_0 cache with heads of a multiple of 64 is rotated: K in the largest power-of-two block up to 512, V in 64",
+          "[kv]") {
+  struct Case {
+    DType type;
+    int head_dim;
+    bool rotate;
+    int k, v;
+  };
+  for (const Case& t : std::vector<Case>{{DType::q8_0, 64, true, 64, 64},   {DType::q8_0, 128, true, 128, 64},
+                                         {DType::q8_0, 256, true, 256, 64},  {DType::q8_0, 192, true, 64, 64},
+                                         {DType::q8_0, 1024, true, 512, 64}, {DType::q8_0, 96, true, 0, 0},
+                                         {DType::q8_0, 32, true, 0, 0},      {DType::q8_0, 128, false, 0, 0},
+                                         {DType::f16, 128, true, 0, 0},      {DType::bf16, 128, true, 0, 0},
+                                         {DType::f8_e4m3, 128, true, 0, 0}}) {
+    KvCacheConfig c = shape(1 << 20);
+    c.kv_type = t.type;
+    c.head_dim = t.head_dim;
+    c.rotate = t.rotate;
+    INFO(dtype_name(t.type) << " head " << t.head_dim << " rotate " << t.rotate);
+    CHECK(kv_rotation(c).k == t.k);
+    CHECK(kv_rotation(c).v == t.v);
+    auto kv = KvCache::create(c);
+    REQUIRE(kv.ok());
+    CHECK(kv->view().k_rotation == t.k);
+    CHECK(kv->view().v_rotation == t.v);
+  }
+}

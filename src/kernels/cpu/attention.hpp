@@ -16,7 +16,9 @@
 // sum likewise), and out = acc * (1 / sum). A context of at most one chunk is therefore exactly
 // llama.cpp's tiled flash attention; a longer one can be split over threads by chunk
 // (attention_rows with `chunk`, then attention_combine) with the same bits as one thread
-// computing it alone. K and V rows are read as floats (F16 converted exactly).
+// computing it alone. K and V rows are read as floats (F16 converted exactly). A rotated cache
+// (KvView::k_rotation, v_rotation) holds H k and H v: q is rotated alike before its dots (into
+// scratch) and out is rotated back, so the formulas above hold for the rotated q, k and v.
 // The result depends only on q and this sequence's cache, never on other rows of the batch nor
 // on the number of threads.
 // Compiled once per ISA (core/isa_variants.hpp); every variant gives the same bits.
@@ -83,12 +85,13 @@ int64_t attention_rows_scratch_floats(const AttentionShape& shape, int n_rows) n
 void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, std::span<const int32_t> blocks,
                     const AttentionRows& rows, float* scratch, int head_begin = 0, int head_end = -1, int chunk = -1,
                     float* partials = nullptr) noexcept;
-void attention_combine(const AttentionShape& shape, const AttentionRows& rows, const float* partials, int n_chunks,
-                       int64_t chunk_stride, float* scratch, int head_begin = 0, int head_end = -1) noexcept;
+void attention_combine(const AttentionShape& shape, const KvView& kv, const AttentionRows& rows, const float* partials,
+                       int n_chunks, int64_t chunk_stride, float* scratch, int head_begin = 0, int head_end = -1) noexcept;
 // Floats of one chunk's partials for n_rows rows.
 int64_t attention_partial_floats(const AttentionShape& shape, int n_rows) noexcept;
 
-// Stores one token's K and V (n_kv_heads * head_dim floats each) at `pos` of a sequence.
+// Stores one token's K and V (n_kv_heads * head_dim floats each) at `pos` of a sequence (each
+// head's row rotated first in a rotated cache: H k and H v, kernels/cpu/hadamard.hpp).
 void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int32_t pos, const float* k,
               const float* v) noexcept;
 

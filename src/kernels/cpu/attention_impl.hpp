@@ -15,6 +15,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/exp_approx.hpp"
+#include "kernels/cpu/hadamard.hpp"
 #include "kernels/cpu/simd_lanes_impl.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/quantize_activations.hpp"
@@ -70,15 +71,29 @@ inline void store_row_e4m3(const float* src, uint8_t* row, int n) noexcept {
   for (int i = 0; i < n; ++i) row[i] = std::isnan(src[i]) ? uint8_t{0x7F} : f32_to_e4m3(src[i]);
 }
 
-// Stores a row as llama.cpp's CPU backend writes its cache (ggml's from_float of the type; fp8,
-// which llama.cpp lacks, as torch's float8_e4m3fn conversion after a clamp to ±448).
-inline void store_row(const KvView& kv, uint8_t* row, const float* src) noexcept {
-  switch (kv.kv_type) {
-    case DType::f32: std::memcpy(row, src, static_cast<size_t>(kv.head_dim) * 4); return;
-    case DType::bf16: round_activations_bf16(src, row, kv.head_dim); return;
-    case DType::q8_0: quantize_activations_q8_0(src, row, kv.head_dim); return;
-    case DType::f8_e4m3: store_row_e4m3(src, row, kv.head_dim); return;
-    default: round_activations_f16(src, row, kv.head_dim); return;  // f32_to_f16's bits, vectorized
+// Stores n elements as llama.cpp's CPU backend writes its cache (ggml's from_float of the type;
+// fp8, which llama.cpp lacks, as torch's float8_e4m3fn conversion after a clamp to ±448).
+inline void store_row(DType type, uint8_t* row, const float* src, int n) noexcept {
+  switch (type) {
+    case DType::f32: std::memcpy(row, src, static_cast<size_t>(n) * 4); return;
+    case DType::bf16: round_activations_bf16(src, row, n); return;
+    case DType::q8_0: quantize_activations_q8_0(src, row, n); return;
+    case DType::f8_e4m3: store_row_e4m3(src, row, n); return;
+    default: round_activations_f16(src, row, n); return;  // f32_to_f16's bits, vectorized
+  }
+}
+
+// Stores one head's row of a K (rotation = kv.k_rotation) or V (kv.v_rotation) cache: as it is,
+// or rotated block by block (a block of n >= 64 elements is whole blocks of every cache type, so
+// it is stored on its own at its share of the row's bytes).
+inline void store_head(const KvView& kv, uint8_t* row, const float* src, int rotation) noexcept {
+  if (rotation == 0) return store_row(kv.kv_type, row, src, kv.head_dim);
+  float block[kMaxKvRotation];
+  const uint64_t block_bytes = kv.row_bytes / static_cast<uint64_t>(kv.head_dim / rotation);
+  for (int i = 0; i < kv.head_dim; i += rotation) {
+    std::copy(src + i, src + i + rotation, block);
+    hadamard_blocks(block, rotation, rotation);
+    store_row(kv.kv_type, row + static_cast<uint64_t>(i / rotation) * block_bytes, block, rotation);
   }
 }
 
@@ -306,10 +321,19 @@ inline void fold_chunk(float m, float sum, const float* acc, int hd, float& fm, 
   fm = m_new;
 }
 
-// out = facc / fsum (0 when nothing was visible).
-inline void write_normalized(const float* facc, float fsum, int hd, float* out) noexcept {
+// out = facc / fsum (0 when nothing was visible), rotated back when the V rows are rotated.
+inline void write_normalized(const KvView& kv, const float* facc, float fsum, int hd, float* out) noexcept {
   const float inv = fsum == 0.0f ? 0.0f : 1.0f / fsum;
   for (int i = 0; i < hd; ++i) out[i] = facc[i] * inv;
+  if (kv.v_rotation > 0) hadamard_blocks(out, hd, kv.v_rotation);
+}
+
+// Head h's query: q itself, or its rotation (into `rotated`) when the K rows are rotated.
+inline const float* query(const KvView& kv, const float* q, int hd, float* rotated) noexcept {
+  if (kv.k_rotation == 0) return q;
+  std::copy(q, q + hd, rotated);
+  hadamard_blocks(rotated, hd, kv.k_rotation);
+  return rotated;
 }
 
 }  // namespace
@@ -320,8 +344,8 @@ void kv_store(const KvView& kv, int layer, std::span<const int32_t> blocks, int3
   const int32_t slot = pos % kv.block_size;
   const uint64_t row_bytes = kv.row_bytes;
   for (int h = 0; h < kv.n_kv_heads; ++h) {
-    store_row(kv, kv.k_block(layer, block, h) + slot * row_bytes, k + static_cast<int64_t>(h) * kv.head_dim);
-    store_row(kv, kv.v_block(layer, block, h) + slot * row_bytes, v + static_cast<int64_t>(h) * kv.head_dim);
+    store_head(kv, kv.k_block(layer, block, h) + slot * row_bytes, k + static_cast<int64_t>(h) * kv.head_dim, kv.k_rotation);
+    store_head(kv, kv.v_block(layer, block, h) + slot * row_bytes, v + static_cast<int64_t>(h) * kv.head_dim, kv.v_rotation);
   }
 }
 
@@ -336,12 +360,13 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
   float* row = p + kTile;           // one K or V row
   float* acc = row + hd;
   float* facc = acc + hd;           // the chunks folded so far
+  float* qrot = facc + hd;          // the rotated query (a rotated cache)
   auto cache_row = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos) {
     load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, row);
   };
   for (int h = 0; h < shape.n_head; ++h) {
     const int kvh = h / group;
-    const float* qh = q + static_cast<int64_t>(h) * hd;
+    const float* qh = query(kv, q + static_cast<int64_t>(h) * hd, hd, qrot);
     float m = -INFINITY, sum = 0.0f, fm = -INFINITY, fsum = 0.0f;
     for (int i = 0; i < hd; ++i) acc[i] = 0.0f;
     const int32_t start = first / kTile * kTile;
@@ -366,7 +391,7 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
       }
     }
     fold_chunk(m, sum, acc, hd, fm, fsum, facc);
-    write_normalized(facc, fsum, hd, out + static_cast<int64_t>(h) * hd);
+    write_normalized(kv, facc, fsum, hd, out + static_cast<int64_t>(h) * hd);
   }
 }
 
@@ -388,6 +413,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
   float* facc = sum + n_states;                              // [n_states][hd]: the chunks folded so far
   float* fm = facc + static_cast<int64_t>(n_states) * hd;    // [n_states]
   float* fsum = fm + n_states;                               // [n_states]
+  float* qrot = fsum + n_states;                             // [n_states][hd]: rotated queries (a rotated cache)
   auto load = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos, float* dst) {
     load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, dst);
   };
@@ -417,6 +443,17 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
     };
     reset_chunk();
     for (int s = 0; s < n_states; ++s) fm[s] = -INFINITY, fsum[s] = 0.0f;
+    // Each state's query (rotated once here when the cache is).
+    auto state_query = [&](int j, int g) {
+      const int s = j * group + g;
+      const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
+      return kv.k_rotation > 0 ? qrot + static_cast<int64_t>(s) * hd : qh;
+    };
+    if (kv.k_rotation > 0)
+      for (int j = 0; j < n_rows; ++j)
+        for (int g = g_lo; g < g_hi; ++g)
+          query(kv, rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd, hd,
+                qrot + static_cast<int64_t>(j * group + g) * hd);
     for (int32_t t0 = t_begin; t0 < t_end; t0 += kTile) {
       if (t0 % kAttentionChunk == 0 && t0 != t_begin) {
         fold_all();
@@ -448,7 +485,7 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
           float* a[kMaxStates];
           for (int k = 0; k < ns; ++k) {
             const int s = j * group + g + k;
-            qh[k] = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g + k) * hd;
+            qh[k] = state_query(j, g + k);
             p[k] = prob + static_cast<int64_t>(s) * kTile;
             a[k] = acc + static_cast<int64_t>(s) * hd;
           }
@@ -475,14 +512,14 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
           continue;
         }
         fold_chunk(m[s], sum[s], acc + static_cast<int64_t>(s) * hd, hd, fm[s], fsum[s], facc + static_cast<int64_t>(s) * hd);
-        write_normalized(facc + static_cast<int64_t>(s) * hd, fsum[s], hd,
+        write_normalized(kv, facc + static_cast<int64_t>(s) * hd, fsum[s], hd,
                          rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(h) * hd);
       }
   }
 }
 
-void attention_combine(const AttentionShape& shape, const AttentionRows& rows, const float* partials, int n_chunks,
-                       int64_t chunk_stride, float* scratch, int head_begin, int head_end) noexcept {
+void attention_combine(const AttentionShape& shape, const KvView& kv, const AttentionRows& rows, const float* partials,
+                       int n_chunks, int64_t chunk_stride, float* scratch, int head_begin, int head_end) noexcept {
   const int hd = shape.head_dim;
   if (head_end < 0) head_end = shape.n_head;
   for (int j = 0; j < rows.n_rows; ++j)
@@ -492,7 +529,7 @@ void attention_combine(const AttentionShape& shape, const AttentionRows& rows, c
         const float* part = partials + c * chunk_stride + (static_cast<int64_t>(j) * shape.n_head + h) * (hd + 2);
         fold_chunk(part[0], part[1], part + 2, hd, fm, fsum, scratch);
       }
-      write_normalized(scratch, fsum, hd, rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(h) * hd);
+      write_normalized(kv, scratch, fsum, hd, rows.out + static_cast<int64_t>(rows.rows[j]) * rows.out_stride + static_cast<int64_t>(h) * hd);
     }
 }
 

@@ -48,7 +48,8 @@ static_assert(static_cast<int>(infer::WeightType::keep) == INFER_WEIGHT_KEEP &&
                   static_cast<int>(infer::WeightType::fp8) == INFER_WEIGHT_FP8 &&
                   static_cast<int>(infer::WeightType::fp8_tensor) == INFER_WEIGHT_FP8_TENSOR &&
                   static_cast<int>(infer::WeightType::int4) == INFER_WEIGHT_INT4 &&
-                  static_cast<int>(infer::WeightType::fp8_dynamic) == INFER_WEIGHT_FP8_DYNAMIC,
+                  static_cast<int>(infer::WeightType::fp8_dynamic) == INFER_WEIGHT_FP8_DYNAMIC &&
+                  static_cast<int>(infer::WeightType::w8a16) == INFER_WEIGHT_W8A16,
               "C and C++ weight types must stay numerically equal");
 
 
@@ -195,7 +196,7 @@ Status to_engine_config(const infer_engine_params* in, infer::EngineConfig& conf
   if (full.n_threads < 0) return invalid(fn, "params.n_threads is " + std::to_string(full.n_threads) + " (0 = all cores)");
   if (full.kv_type < INFER_KV_F16 || full.kv_type > INFER_KV_FP8)
     return invalid(fn, "params.kv_type is " + std::to_string(full.kv_type) + ", not an infer_kv_type");
-  if (full.weight_type < INFER_WEIGHT_KEEP || full.weight_type > INFER_WEIGHT_FP8_DYNAMIC)
+  if (full.weight_type < INFER_WEIGHT_KEEP || full.weight_type > INFER_WEIGHT_W8A16)
     return invalid(fn, "params.weight_type is " + std::to_string(full.weight_type) + ", not an infer_weight_type");
   model_path = full.model_path;
   config.threads = full.n_threads;

@@ -41,8 +41,8 @@ constexpr const char* kUsage =
     "  -r N                 timed runs of each test (default 5)\n"
     "  -b N                 prompt tokens per forward step (default 512, llama-bench's n_ubatch)\n"
     "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0, fp8 (llama-bench's -ctk/-ctv)\n"
-    "  --weight-type T      keep (default), q8_0, q4_0, int8, fp8, fp8-tensor, fp8-dynamic or int4: quantize\n"
-    "                       float weight matrices at load\n"
+    "  --weight-type T      keep (default), q8_0, q4_0, int8, w8a16, fp8, fp8-tensor, fp8-dynamic or int4:\n"
+    "                       quantize float weight matrices at load\n"
     "  --device D           cpu (default), cuda or cuda:N: where the model computes\n"
     "  --json               a JSON array of the tests with llama-bench's field names (its -o json)\n"
     "Environment: INFER_PROFILE=1 adds the time per op on stderr at the end.\n";

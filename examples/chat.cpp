@@ -45,8 +45,8 @@ constexpr const char* kUsageHead =
     "  -t N                 compute threads (default: all cores)\n";
 constexpr const char* kUsageTail =
     "  --kv-type T          KV cache element type: f16 (default), f32, bf16, q8_0, fp8\n"
-    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), fp8, fp8-tensor, fp8-dynamic or int4:\n"
-    "                       quantize float weight matrices at load\n"
+    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), w8a16, fp8, fp8-tensor, fp8-dynamic or\n"
+    "                       int4: quantize float weight matrices at load\n"
     "  --device D           cpu (default), cuda or cuda:N: where the model computes\n"
     "A line (or -p turn) that starts with / is a command: /reset, /system TEXT, /stats, /help,\n"
     "/quit (// sends a turn that starts with /). Ctrl-C cancels the answer being generated; at the\n"

@@ -114,7 +114,8 @@ WeightType parse_weight_type(const char* tool, const char* usage, const std::str
   if (text == "fp8-tensor") return WeightType::fp8_tensor;
   if (text == "int4") return WeightType::int4;
   if (text == "fp8-dynamic") return WeightType::fp8_dynamic;
-  usage_error(tool, "--weight-type must be keep, q8_0, q4_0, int8, fp8, fp8-tensor, fp8-dynamic or int4", usage);
+  if (text == "w8a16") return WeightType::w8a16;
+  usage_error(tool, "--weight-type must be keep, q8_0, q4_0, int8, w8a16, fp8, fp8-tensor, fp8-dynamic or int4", usage);
 }
 
 namespace {

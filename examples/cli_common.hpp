@@ -57,9 +57,9 @@ inline constexpr const char* kEngineUsage =
     "  --batch-wait-ms T    an idle engine waits this long to gather a batch (default 0)\n"
     "  --max-waiting N      queued requests at most before submit fails (default 1024)\n"
     "  --price-per-hour P   machine price, for the cost per million generated tokens (default 0)\n"
-    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), fp8 or fp8-tensor (E4M3 weights, a scale\n"
-    "                       per channel / per matrix), fp8-dynamic (W8A8-FP8) or int4 (W4A16, groups of\n"
-    "                       128): quantize float weight matrices at load\n"
+    "  --weight-type T      keep (default), q8_0, q4_0, int8 (W8A8), w8a16 (int8's weights, F32 activations),\n"
+    "                       fp8 or fp8-tensor (E4M3 weights, a scale per channel / per matrix), fp8-dynamic\n"
+    "                       (W8A8-FP8) or int4 (W4A16, groups of 128): quantize float weight matrices at load\n"
     "  --device D           cpu (default), cuda or cuda:N: where the model computes\n";
 bool parse_engine_flag(const char* tool, const char* usage, int argc, char** argv, int& i, EngineConfig& config);
 
@@ -70,7 +70,7 @@ inline constexpr const char* kDeviceUsage = "  --device D           cpu (default
 // "--device" values: cpu, cuda or cuda:N (infer::parse_device); a usage error otherwise. A device
 // this build or machine lacks is not a usage error: Engine::create says so (exit 1).
 std::string parse_device_name(const char* tool, const char* usage, const std::string& text);
-// "--weight-type" values: keep, q8_0, q4_0, int8, fp8, fp8-tensor, fp8-dynamic or int4; a usage error otherwise.
+// "--weight-type" values: keep, q8_0, q4_0, int8, w8a16, fp8, fp8-tensor, fp8-dynamic or int4; a usage error otherwise.
 WeightType parse_weight_type(const char* tool, const char* usage, const std::string& text);
 
 // The KV pool of a one-sequence tool: the context given with -c, else the longest the engine

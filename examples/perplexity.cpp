@@ -43,7 +43,7 @@ constexpr const char* kUsage =
     "  -c CTX       tokens per chunk (default 512)\n"
     "  --chunks N   score at most N chunks (default: all)\n"
     "  --kv-type    f16 (default), f32, bf16, q8_0, fp8\n"
-    "  --weight-type keep|q8_0|q4_0|int8|fp8|fp8-tensor|fp8-dynamic|int4   quantize float weight matrices at load (default keep)\n"
+    "  --weight-type keep|q8_0|q4_0|int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4   quantize float weight matrices at load (default keep)\n"
     "  --device D   cpu (default), cuda or cuda:N: where the models compute\n";
 
 struct Options {

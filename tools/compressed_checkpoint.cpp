@@ -122,7 +122,7 @@ Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmooth
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
     uint8_t* out = codes + static_cast<uint64_t>(r) * static_cast<uint64_t>(n);
-    if (scheme == "int8") {
+    if (scheme == "int8" || scheme == "w8a16") {
       if (gptq) quant::gptq_quantize_row_i8(row.data(), n, gptq->u, gptq->dead, packed.data());
       else quantize_row_i8_row(row.data(), packed.data(), n);
       i8_rows_to_compressed(packed.data(), 1, n, reinterpret_cast<int8_t*>(out), scales + r);
@@ -191,19 +191,22 @@ Json scheme_config(const std::string& scheme, const std::vector<std::string>& ig
             {"ignore", ignore},
             {"kv_cache_scheme", nullptr}};
   }
-  const bool is_int = scheme == "int8";
+  const bool is_int = scheme == "int8" || scheme == "w8a16";
   const Json weights = {{"num_bits", 8},         {"type", is_int ? "int" : "float"},
                         {"strategy", scheme == "fp8-tensor" ? "tensor" : "channel"},
                         {"symmetric", true},     {"dynamic", false},
                         {"group_size", nullptr}, {"observer", "minmax"}};
-  // Activations dynamic per token (INT8_W8A8, FP8_DYNAMIC); none for the weight-only FP8 schemes
-  // (vLLM's W8A16-FP8).
-  const Json activations = scheme == "fp8" || scheme == "fp8-tensor"
+  // Activations dynamic per token (INT8_W8A8, FP8_DYNAMIC); none for the weight-only schemes
+  // (W8A16 with per-channel int8 weights, as compressed-tensors 0.12's preset; vLLM's W8A16-FP8).
+  const bool weight_only = scheme == "fp8" || scheme == "fp8-tensor" || scheme == "w8a16";
+  const Json activations = weight_only
                                ? Json(nullptr)
                                : Json{{"num_bits", 8},     {"type", is_int ? "int" : "float"}, {"strategy", "token"},
                                       {"symmetric", true}, {"dynamic", true},                  {"group_size", nullptr}};
   return {{"quant_method", "compressed-tensors"},
-          {"format", is_int ? "int-quantized" : "float-quantized"},
+          // Weight-only int weights are pack-quantized (four values a word), as compressed-tensors
+          // picks the format for them.
+          {"format", scheme == "w8a16" ? "pack-quantized" : is_int ? "int-quantized" : "float-quantized"},
           {"quantization_status", "compressed"},
           {"config_groups",
            {{"group_0",
@@ -535,7 +538,8 @@ Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& 
 }  // namespace
 
 bool is_compressed_scheme(const std::string& scheme) {
-  return scheme == "int8" || scheme == "fp8" || scheme == "fp8-tensor" || scheme == "fp8-dynamic" || scheme == "int4";
+  return scheme == "int8" || scheme == "w8a16" || scheme == "fp8" || scheme == "fp8-tensor" || scheme == "fp8-dynamic" ||
+         scheme == "int4";
 }
 
 Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o) {
@@ -586,14 +590,26 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     return false;
   };
   std::optional<SmoothingPlan> plan;
+  const bool w8a16 = o.scheme == "w8a16";
   if (o.activation_rms) {
-    if (o.scheme != "int8" && !int4)
-      return invalid_argument("activation statistics apply SmoothQuant (int8) or AWQ (int4), not to " + o.scheme);
+    if (o.scheme != "int8" && !int4 && !w8a16)
+      return invalid_argument("activation statistics apply SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16), not to " + o.scheme);
+    if (w8a16 && !o.hessians) return invalid_argument("w8a16 takes a calibration for GPTQ only, and this one has no second moments");
     std::map<std::string, const safetensors::Tensor*> by_name;
     for (const safetensors::File& shard : shards)
       for (const safetensors::Tensor& t : shard.tensors) by_name.emplace(t.name, &t);
-    const FactorFn factors = int4 ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads) : smoothquant_factors(o.smooth_alpha);
+    // W8A16 keeps the activations in float: nothing to smooth, the plan serves GPTQ's inputs only.
+    const FactorFn ones = [](const std::vector<Rows>&, const std::vector<float>& a, Json&) -> Result<std::vector<float>> {
+      return std::vector<float>(a.size(), 1.0f);
+    };
+    const FactorFn factors = int4    ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads)
+                             : w8a16 ? ones
+                                     : smoothquant_factors(o.smooth_alpha);
     INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, is_kept, int4 ? o.on_awq_group : nullptr));
+    if (w8a16) {
+      plan->matrices.clear();
+      plan->norms.clear();
+    }
   }
   const auto hessian_of = [&](const std::string& name) -> const Hessian* {
     if (!plan || !o.hessians) return nullptr;
@@ -714,7 +730,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows));
       const safetensors::Tensor* tp = &t;
       const DType from = *src;
-      const Hessian* hessian = o.scheme == "int8" ? hessian_of(t.name) : nullptr;
+      const Hessian* hessian = o.scheme == "int8" || w8a16 ? hessian_of(t.name) : nullptr;
       const auto codes = [tp, from, scales, smoothing, hessian, &o, rows, n](std::span<uint8_t> dst) -> Status {
         INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
         float tensor_scale = 0.0f;
@@ -735,9 +751,27 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
         if (o.progress) o.progress(tp->nbytes(), tp->name);
         return Status::ok();
       };
-      INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, o.scheme == "int8" ? safetensors::Dtype::i8 : safetensors::Dtype::f8_e4m3,
-                                              t.shape, codes));
       const std::string module = t.name.substr(0, t.name.size() - 7);
+      if (o.scheme == "w8a16") {
+        // pack_to_int32 with 8 bits: value v at bits 8 (i mod 4) of word i / 4 as v + 128, so the
+        // little-endian words' bytes are the codes with their top bit flipped.
+        INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_packed", safetensors::Dtype::i32, {rows, n / 4},
+                                                [codes](std::span<uint8_t> dst) -> Status {
+                                                  const Status done = codes(dst);
+                                                  for (uint8_t& b : dst) b ^= 0x80u;
+                                                  return done;
+                                                }));
+        INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_shape", safetensors::Dtype::i64, {2},
+                                                [rows, n](std::span<uint8_t> dst) {
+                                                  const int64_t shape[2] = {rows, n};
+                                                  std::memcpy(dst.data(), shape, sizeof shape);
+                                                  return Status::ok();
+                                                }));
+        sum.bytes_out += 16;
+      } else {
+        INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, o.scheme == "int8" ? safetensors::Dtype::i8 : safetensors::Dtype::f8_e4m3,
+                                                t.shape, codes));
+      }
       std::vector<int64_t> scale_shape = per_tensor ? std::vector<int64_t>{1} : std::vector<int64_t>{rows, 1};
       INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_scale", safetensors::Dtype::f32, scale_shape,
                                               [scales](std::span<uint8_t> dst) {
@@ -766,7 +800,12 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     if (ec) return io_error((out / name).string() + ": cannot copy: " + ec.message());
   }
   INFER_RETURN_IF_ERROR(writer.write((out / "model.safetensors").string()));
-  if (plan) {  // what was folded where, so that the smoothing can be checked and undone
+  if (plan && w8a16) {  // GPTQ alone: the calibration it used
+    Json record = {{"method", "GPTQ (libinfer infer-quantize)"},
+                   {"calibration", o.calibration_note},
+                   {"gptq", {{"dampening", 0.01}, {"actorder", nullptr}, {"inputs", o.hessians->size()}}}};
+    INFER_RETURN_IF_ERROR(write_text(out / "gptq.json", record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
+  } else if (plan) {  // what was folded where, so that the smoothing can be checked and undone
     Json record = {{"method", int4 ? (o.hessians ? "AWQ, power-of-two factors, second-moment loss; then GPTQ (libinfer infer-quantize)"
                                                  : "AWQ, power-of-two factors, second-moment loss (libinfer infer-quantize)")
                                    : (o.hessians ? "SmoothQuant, power-of-two factors; then GPTQ (libinfer infer-quantize)"

@@ -31,7 +31,7 @@ namespace infer::tools {
 
 struct CompressedOptions {
   std::string in, out;  // directories; out must not exist or be empty
-  std::string scheme;   // "int8", "fp8", "fp8-tensor", "fp8-dynamic" or "int4"
+  std::string scheme;   // "int8", "w8a16", "fp8", "fp8-tensor", "fp8-dynamic" or "int4"
   std::vector<std::string> keep;  // shell globs on Hugging Face tensor names left unquantized
   int threads = 1;
   // SmoothQuant (int8 only): each weight's input columns' root mean square over a calibration (the

@@ -8,7 +8,7 @@
 //   infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N]
 //                  [--calib-chunks N]] [--include-weights S]... [--exclude-weights S]...
 //                  [--keep GLOB]... [--pure] [-t THREADS]
-//   infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
+//   infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
 //                  [--group 32|64|128] [--asym] [--no-gptq]
 //
@@ -59,7 +59,7 @@ constexpr const char* kTool = "infer-quantize";
 constexpr const char* kUsage =
     "usage: infer-quantize IN.gguf OUT.gguf TYPE [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]]\n"
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
-    "       infer-quantize IN_DIR OUT_DIR int8|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
+    "       infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
     "                      [--group 32|64|128] [--asym] [--no-gptq]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
@@ -68,6 +68,8 @@ constexpr const char* kUsage =
     "                directory: the decoder's linear layers as INT8 W8A8 (per-channel weights, per-token\n"
     "                activations), FP8 E4M3 weight-only per channel or per tensor, or W8A8-FP8\n"
     "                (FP8_DYNAMIC: per-channel weights, per-token FP8 activations), as vLLM serves them\n"
+    "  w8a16         the same, as INT8 W8A16 (pack-quantized): int8's per-channel weights, float activations\n"
+    "                (with --calib: GPTQ)\n"
     "  int4          the same, as INT4 W4A16 (pack-quantized): 4-bit weights with a scale per group of\n"
     "                columns, float activations (W4A16; W4A16_ASYM with --asym)\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
@@ -80,7 +82,7 @@ constexpr const char* kUsage =
     "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
     "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it;\n"
     "                       with int4, AWQ's scale search and importance-weighted rounding; with --calib,\n"
-    "                       then GPTQ on the calibration's second moments, int8 and int4)\n"
+    "                       then GPTQ on the calibration's second moments, int8, int4 and w8a16)\n"
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
     "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
@@ -93,7 +95,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string in, out;
-  std::string compressed;  // int8, fp8, fp8-tensor, fp8-dynamic or int4: the compressed-tensors form
+  std::string compressed;  // int8, w8a16, fp8, fp8-tensor, fp8-dynamic or int4: the compressed-tensors form
   quant::Preset preset{};
   std::vector<std::string> keep;
   bool pure = false;
@@ -145,9 +147,12 @@ Options parse(int argc, char** argv) {
   if (tools::is_compressed_scheme(positional[2])) {
     o.compressed = positional[2];
     if (o.pure || !o.include_weights.empty() || !o.exclude_weights.empty())
-      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib only", kUsage);
-    if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8" && o.compressed != "int4")
-      cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant (int8) or AWQ (int4), not to " + o.compressed, kUsage);
+      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib, (w8a16) --calib only", kUsage);
+    if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8" && o.compressed != "int4" && o.compressed != "w8a16")
+      cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16), not to " + o.compressed,
+                       kUsage);
+    if (o.compressed == "w8a16" && (!o.imatrix.empty() || o.no_gptq))
+      cli::usage_error(kTool, "w8a16 takes --calib (GPTQ) only: no --imatrix, no --no-gptq", kUsage);
     if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
     if (o.no_gptq && o.compressed != "int4" && o.compressed != "int8")
       cli::usage_error(kTool, "--no-gptq is int8's and int4's", kUsage);
@@ -324,7 +329,8 @@ int write_compressed(const Options& o) {
   std::map<std::string, std::vector<float>> rms;
   // GPTQ (int8, int4 with a calibration text): the inputs' second moments, from the same run.
   std::optional<tools::HessianCollector> hessians;
-  if ((o.compressed == "int4" || o.compressed == "int8") && !o.calib.empty() && !o.no_gptq) hessians.emplace(o.threads);
+  if ((o.compressed == "int4" || o.compressed == "int8" || o.compressed == "w8a16") && !o.calib.empty() && !o.no_gptq)
+    hessians.emplace(o.threads);
   if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's / AWQ's statistic: the importance matrix's root
     const Importance importance =
         hessians ? load_importance(o, [&](const MatmulInput& in) { return hessians->add(in); }) : load_importance(o);

@@ -128,7 +128,8 @@ typedef enum infer_weight_type {
   INFER_WEIGHT_FP8 = 4,  /* FP8 E4M3 weights, an f32 scale per output channel; F32 activations */
   INFER_WEIGHT_FP8_TENSOR = 5, /* FP8 E4M3 weights, one f32 scale per matrix; F32 activations */
   INFER_WEIGHT_INT4 = 6, /* INT4 W4A16: symmetric 4-bit weights, an f32 scale per group of 128; F32 activations */
-  INFER_WEIGHT_FP8_DYNAMIC = 7 /* W8A8-FP8: FP8 E4M3 weights per output channel, activations FP8 per token */
+  INFER_WEIGHT_FP8_DYNAMIC = 7, /* W8A8-FP8: FP8 E4M3 weights per output channel, activations FP8 per token */
+  INFER_WEIGHT_W8A16 = 8 /* INT8 W8A16: INT8's weights (an f32 scale per output channel); F32 activations */
 } infer_weight_type;
 
 /* Element types of the KV cache: F16 (llama.cpp's default), F32 (twice the bytes, for accuracy

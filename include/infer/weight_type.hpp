@@ -15,6 +15,7 @@ namespace infer {
 //               weight-only (matrices whose rows are not whole groups stay as stored)
 //   fp8_dynamic W8A8-FP8: fp8's weights, activations quantized to FP8 E4M3 per token at each matmul
 //               (compressed-tensors' FP8_DYNAMIC as FP8 hardware computes it)
-enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor, int4, fp8_dynamic };
+//   w8a16       INT8 W8A16: int8's weights, weight-only (F32 activations)
+enum class WeightType : int { keep = 0, q8_0, q4_0, int8, fp8, fp8_tensor, int4, fp8_dynamic, w8a16 };
 
 }  // namespace infer

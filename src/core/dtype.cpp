@@ -64,6 +64,8 @@ constexpr std::array kTraits{
     // the f32 scale and 4 zero bytes (quant/fp8_rows.hpp).
     DTypeTraits{DType::f8_w8a8, "F8E4M3_W8A8", 32, 32, true, true, 8, true},
     DTypeTraits{DType::f8_act, "F8E4M3_ACT", 32, 128, true, false, 8, true},
+    // i8_row's rows, multiplied by F32 activation rows (quant/int8_rows.hpp).
+    DTypeTraits{DType::i8_w8a16, "I8_W8A16", 32, 32, true, true, 8, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {

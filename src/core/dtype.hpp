@@ -37,9 +37,10 @@ enum class DType : uint32_t {
   i4_packed = 207,  // compressed-tensors' INT4 words, as read (8 per int32): converted at load, never computed
   f8_w8a8 = 208,    // FP8 E4M3 weight rows as f8_row, computed with FP8 activations (W8A8-FP8)
   f8_act = 209,     // activations quantized to E4M3 per token, held decoded (quant/fp8_rows.hpp)
+  i8_w8a16 = 210,   // INT8 weight rows as i8_row, computed with F32 activations (W8A16: weight-only)
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 209;
+inline constexpr uint32_t kMaxDTypeId = 210;
 
 struct DTypeTraits {
   DType type;

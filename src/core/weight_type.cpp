@@ -12,7 +12,7 @@ struct Pair {
 constexpr Pair kPairs[] = {{WeightType::q8_0, DType::q8_0}, {WeightType::q4_0, DType::q4_0}, {WeightType::int8, DType::i8_row},
                            {WeightType::fp8, DType::f8_row}, {WeightType::fp8_tensor, DType::f8_tensor},
                            {WeightType::int4, DType::i4_g128},
-                           {WeightType::fp8_dynamic, DType::f8_w8a8}};
+                           {WeightType::fp8_dynamic, DType::f8_w8a8}, {WeightType::w8a16, DType::i8_w8a16}};
 
 }  // namespace
 

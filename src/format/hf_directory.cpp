@@ -258,15 +258,27 @@ Result<DType> dtype_of(const safetensors::Tensor& t, const std::string& where) {
                      " (F32, F16 and BF16 weights are supported, and the INT8 / FP8 E4M3 ones of compressed-tensors)");
 }
 
+// What config.json's quantization_config declares, as the tensor loop needs it.
+struct QuantScheme {
+  bool quantized = false;        // a compressed-tensors scheme with quantized weights
+  bool fp8_activations = false;  // FP8 weights compute as W8A8-FP8
+  bool int8_weight_only = false;  // 8-bit int weights without quantized activations (W8A16)
+  bool int8_w8a8 = false;         // 8-bit int weights with them
+  int packed_bits = 0;            // the bits of pack-quantized weights: 4, 8, 0 (none) or -1 (both)
+};
+
 // config.json's quantization_config: the compressed-tensors schemes libinfer computes (docs/huggingface.md):
-// 8-bit symmetric weights, one scale per output channel or per tensor, INT8 (format int-quantized)
-// or FP8 E4M3 (float-quantized; naive-quantized stores either the same way), with activations
-// unquantized, dynamic per token or static per tensor; and 4-bit int weights (pack-quantized),
-// symmetric or with zero points, in groups or per channel, activations unquantized (W4A16).
-// Anything else is refused by name.
-Status check_quantization_config(const Json& config, const std::string& where, bool& quantized, bool& fp8_activations) {
-  quantized = false;
-  fp8_activations = false;
+// 8-bit symmetric weights, one scale per output channel or per tensor, INT8 (format int-quantized,
+// or pack-quantized without quantized activations: W8A16) or FP8 E4M3 (float-quantized;
+// naive-quantized stores either the same way), with activations unquantized, dynamic per token or
+// static per tensor; and 4-bit int weights (pack-quantized), symmetric or with zero points, in
+// groups or per channel, activations unquantized (W4A16). INT8 weights compute as W8A8 where the
+// scheme quantizes activations and weight-only where it does not, so one checkpoint may not mix
+// the two. Anything else is refused by name.
+Status check_quantization_config(const Json& config, const std::string& where, QuantScheme& scheme_out) {
+  scheme_out = {};
+  bool& quantized = scheme_out.quantized;
+  bool& fp8_activations = scheme_out.fp8_activations;
   const Json* q = json::member(config, "quantization_config");
   if (!q || q->is_null()) return Status::ok();
   const std::string at = where + ": quantization_config";
@@ -283,7 +295,7 @@ Status check_quantization_config(const Json& config, const std::string& where, b
       return Status::ok();
     return unsupported(at + ": " + what + "format '" + f->substr(0, 64) +
                        "' is not supported (int-quantized, float-quantized and naive-quantized 8-bit weights are, "
-                       "and pack-quantized 4-bit ones)");
+                       "and pack-quantized 4-bit and 8-bit int ones)");
   };
   INFER_RETURN_IF_ERROR(format_ok(*q, ""));
   if (const std::string* status = json::get_string(*q, "quantization_status"); status && *status != "compressed")
@@ -303,6 +315,8 @@ Status check_quantization_config(const Json& config, const std::string& where, b
       const std::string* strategy = json::get_string(*w, "strategy");
       const std::string s = strategy ? *strategy : "";
       const bool int4 = bits.value_or(0) == 4 && type && *type == "int";
+      const Json* acts = json::member(scheme, "input_activations");
+      const bool weight_only = !acts || acts->is_null();
       if (!int4 && (bits.value_or(0) != 8 || !type || (*type != "int" && *type != "float")))
         return unsupported(at + ": " + g + ".weights: " + std::to_string(bits.value_or(0)) + "-bit " +
                            (type ? type->substr(0, 16) : std::string("?")) +
@@ -318,15 +332,22 @@ Status check_quantization_config(const Json& config, const std::string& where, b
         if (const std::string* order = json::get_string(*w, "actorder"); order && *order == "group")
           return unsupported(at + ": " + g + ".weights: actorder 'group' (a permuted group index, weight_g_idx) is "
                              "not supported");
-        const Json* a = json::member(scheme, "input_activations");
-        if (a && !a->is_null())
+        if (!weight_only)
           return unsupported(at + ": " + g + ": 4-bit weights with quantized activations (W4A8) are not supported "
                              "(W4A16 is)");
+        scheme_out.packed_bits = scheme_out.packed_bits == 8 ? -1 : 4;
       } else {
         const std::string* f = json::get_string(scheme, "format");
         if (!f) f = json::get_string(*q, "format");
-        if (f && *f == "pack-quantized")
-          return unsupported(at + ": " + g + ".weights: 8-bit pack-quantized weights (W8A16) are not supported");
+        const bool is_int = *type == "int";
+        if (f && *f == "pack-quantized" && (!is_int || !weight_only))
+          return unsupported(at + ": " + g + ".weights: 8-bit pack-quantized weights are supported as int weights without "
+                             "quantized activations (W8A16) only");
+        if (is_int) (weight_only ? scheme_out.int8_weight_only : scheme_out.int8_w8a8) = true;
+        if (scheme_out.int8_weight_only && scheme_out.int8_w8a8)
+          return unsupported(at + ": INT8 weights both with quantized activations (W8A8) and without (W8A16) in one "
+                             "checkpoint are not supported");
+        if (f && *f == "pack-quantized") scheme_out.packed_bits = scheme_out.packed_bits == 4 ? -1 : 8;
         if (!json::get_bool(*w, "symmetric").value_or(true))
           return unsupported(at + ": " + g + ".weights: asymmetric 8-bit weights (zero points) are not supported");
         if (s != "channel" && s != "tensor")
@@ -503,10 +524,13 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   if (name.empty()) name = root.parent_path().filename().string();
   md.set("general.name", name);
   INFER_ASSIGN_OR_RETURN(Hparams hp, translate_config(*cfg, *fam, config_path, md));
-  bool compressed = false, fp8_activations = false;
-  INFER_RETURN_IF_ERROR(check_quantization_config(config, config_path, compressed, fp8_activations));
-  // FP8 weights of a scheme with FP8 activations compute as W8A8-FP8 (model/weights.cpp).
-  if (fp8_activations) md.set(std::string(kFp8ActivationsKey), true);
+  QuantScheme scheme;
+  INFER_RETURN_IF_ERROR(check_quantization_config(config, config_path, scheme));
+  const bool compressed = scheme.quantized;
+  // FP8 weights of a scheme with FP8 activations compute as W8A8-FP8, INT8 weights of one without
+  // quantized activations weight-only (model/weights.cpp).
+  if (scheme.fp8_activations) md.set(std::string(kFp8ActivationsKey), true);
+  if (scheme.int8_weight_only) md.set(std::string(kInt8WeightOnlyKey), true);
   const bool tied = json::get_bool(*cfg, "tie_word_embeddings").value_or(json::get_bool(config, "tie_word_embeddings").value_or(false));
 
   // The shards.
@@ -557,6 +581,24 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   std::vector<std::string> quantized;  // GGUF names of the INT8 / FP8 / INT4 weights, each needing "<name>_scale"
   PackedParams packed;
   std::map<std::string, std::pair<std::string, std::array<int64_t, 2>>> packed_weights;  // HF name -> GGUF name, [rows, n]
+  // The input columns of each packed weight, from the weight_shape compressed-tensors writes beside
+  // it: they tell 4-bit words (8 values each) from 8-bit ones (4 each).
+  std::unordered_map<std::string, int64_t> packed_columns;  // HF weight name -> columns
+  for (const Shard& s : shards)
+    for (const safetensors::Tensor& t : s.file.tensors) {
+      if (!t.name.ends_with(".weight_shape") || t.shape.size() != 1 || t.shape[0] != 2) continue;
+      int64_t cols = 0;
+      if (t.dtype == safetensors::Dtype::i64) {
+        std::memcpy(&cols, t.data + 8, 8);
+      } else if (t.dtype == safetensors::Dtype::i32) {
+        int32_t c;
+        std::memcpy(&c, t.data + 4, 4);
+        cols = c;
+      } else {
+        continue;  // add_quant_param refuses it
+      }
+      packed_columns[t.name.substr(0, t.name.size() - 6)] = cols;  // "...weight"
+    }
   for (const Shard& s : shards) {
     const std::string where = (root / s.name).string();
     for (const safetensors::Tensor& t : s.file.tensors) {
@@ -565,19 +607,40 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
         INFER_RETURN_IF_ERROR(add_quant_param(*fam, hp, tied, *param, t, dtype, where, parts, seen, packed).status());
         continue;
       }
-      // A pack-quantized INT4 weight: "<module>.weight_packed", I32 [rows, n / 8], is the module's
-      // weight, I4_PACKED [rows, n].
+      // A pack-quantized weight: "<module>.weight_packed", I32 [rows, n / 8] or [rows, n / 4], is
+      // the module's weight: 4-bit words as I4_PACKED [rows, n]; 8-bit ones (W8A16: byte k of a
+      // little-endian word is the value + 128) unpacked here to I8 [rows, n].
       std::string hf_name = t.name;
       std::vector<int64_t> shape = t.shape;
+      const uint8_t* source = t.data;
       if (t.name.ends_with(".weight_packed")) {
+        const std::string what = where + ": tensor '" + t.name.substr(0, 96) + "'";
         if (!compressed)
-          return malformed_file(where + ": tensor '" + t.name.substr(0, 96) +
-                                "' is packed INT4 but config.json has no compressed-tensors quantization_config");
+          return malformed_file(what + " is packed but config.json has no compressed-tensors quantization_config");
         if (dtype != DType::i32 || t.shape.size() != 2)
-          return malformed_file(where + ": tensor '" + t.name.substr(0, 96) + "' must be an I32 matrix (8 INT4 values a word)");
+          return malformed_file(what + " must be an I32 matrix (8 INT4 or 4 INT8 values a word)");
         hf_name = t.name.substr(0, t.name.size() - 7);  // "...weight"
-        shape[1] *= 8;
-        dtype = DType::i4_packed;
+        int bits = scheme.packed_bits;
+        if (auto it = packed_columns.find(hf_name); it != packed_columns.end()) {
+          bits = it->second == shape[1] * 8 ? 4 : it->second == shape[1] * 4 ? 8 : 0;
+          if (bits == 0 || (scheme.packed_bits > 0 && bits != scheme.packed_bits))
+            return malformed_file(what + ": " + std::to_string(shape[1]) + " words a row do not hold the " +
+                                  std::to_string(it->second) + " columns of its weight_shape as the config's " +
+                                  (scheme.packed_bits == 8 ? "8" : scheme.packed_bits == 4 ? "4" : "4- or 8") + "-bit values");
+        }
+        if (bits == 4) {
+          shape[1] *= 8;
+          dtype = DType::i4_packed;
+        } else if (bits == 8) {
+          shape[1] *= 4;
+          INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(t.nbytes())));
+          for (uint64_t i = 0; i < t.nbytes(); ++i) buf.data()[i] = static_cast<uint8_t>(t.data[i] ^ 0x80u);
+          source = buf.data();
+          parts.owned.push_back(std::move(buf));
+          dtype = DType::i8;
+        } else {
+          return malformed_file(what + ": no weight_shape tells whether its words hold 4-bit or 8-bit values");
+        }
       }
       if (dtype == DType::i8 || dtype == DType::f8_e4m3) {
         if (!compressed)
@@ -604,7 +667,7 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
       for (int d = 0; d < info.n_dims; ++d) info.shape[d] = shape[shape.size() - 1 - static_cast<size_t>(d)];
       info.offset = t.begin;
       info.nbytes = t.nbytes();
-      const uint8_t* data = t.data;
+      const uint8_t* data = source;
       // Gemma's embeddings may have padding rows past the tokenizer's vocabulary: convert drops them.
       if (fam->norm_plus_one && info.name == "token_embd.weight" && info.n_dims == 2 && n_tokens > 0 &&
           info.shape[1] > n_tokens) {

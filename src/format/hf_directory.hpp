@@ -22,6 +22,10 @@ namespace infer::hf {
 // Metadata key (bool) set on a compressed-tensors checkpoint whose scheme quantizes activations to
 // FP8: its FP8 weights compute as W8A8-FP8 (DType::f8_w8a8), as FP8 hardware computes them.
 inline constexpr std::string_view kFp8ActivationsKey = "libinfer.compressed_tensors.fp8_activations";
+// Metadata key (bool) set on a compressed-tensors checkpoint whose 8-bit int weights come without
+// quantized activations (the W8A16 scheme): they compute weight-only (DType::i8_w8a16), not as
+// W8A8 (DType::i8_row).
+inline constexpr std::string_view kInt8WeightOnlyKey = "libinfer.compressed_tensors.int8_weight_only";
 
 // Opens the directory. Errors name the file and the field: a missing config.json or weights file,
 // an architecture that is not supported, a tensor name that maps to nothing, a dtype libinfer

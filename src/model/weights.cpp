@@ -85,9 +85,11 @@ Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
   if (!store_) return invalid_argument(where + ": quantized checkpoint weights need a store to convert into");
   const bool is_int = t->dtype == DType::i8;
   // FP8: W8A8 where the scheme quantizes activations (one type for either scale count: a per-tensor
-  // scale is stored in every row), else weight-only.
+  // scale is stored in every row), else weight-only. INT8: W8A8 unless the scheme leaves
+  // activations unquantized (W8A16: the same rows, weight-only).
   const bool w8a8 = !is_int && file_.metadata().get_bool(hf::kFp8ActivationsKey).value_or(false);
-  const DType type = is_int ? DType::i8_row
+  const bool int8_weight_only = is_int && file_.metadata().get_bool(hf::kInt8WeightOnlyKey).value_or(false);
+  const DType type = is_int ? (int8_weight_only ? DType::i8_w8a16 : DType::i8_row)
                      : w8a8 ? DType::f8_w8a8
                             : (n_scales == 1 && rows > 1 ? DType::f8_tensor : DType::f8_row);
   const auto row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n));

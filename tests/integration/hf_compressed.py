@@ -7,6 +7,9 @@ exactly as libinfer's own INT8 / FP8 formats do on the same numbers:
   quantization/quant_scheme.py of the compressed-tensors package, and vLLM's W8A16-FP8):
     INT8_W8A8     int8 weights, one scale per output channel, activations dynamic per token
                   ("int-quantized"), against --weight-type int8;
+    W8A16         the same int8 weights without quantized activations, packed four to an int32
+                  ("pack-quantized": pack_to_int32 with 8 bits, value + 128 per byte, and
+                  weight_shape), against --weight-type w8a16;
     FP8 weight-only   float8_e4m3fn weights, one scale per output channel or per tensor, no
                   input_activations ("float-quantized"), against --weight-type fp8 / fp8-tensor;
     FP8_DYNAMIC   float8_e4m3fn weights per channel, FP8 activations dynamic per token, against
@@ -23,7 +26,7 @@ exactly as libinfer's own INT8 / FP8 formats do on the same numbers:
   the same infer-perplexity output and bit-identical logits: the reader maps every tensor, scale and
   Q/K permutation of the checkpoint right, and the kernels run on it unchanged.
 
-infer-quantize SNAPPED_DIR OUT int8|fp8|fp8-tensor must write the numpy-made checkpoint's tensors
+infer-quantize SNAPPED_DIR OUT int8|w8a16|fp8|fp8-tensor must write the numpy-made checkpoint's tensors
 again: the same codes, the same scales (as F32), the preset's config fields. With an importance
 matrix, int8 applies SmoothQuant: its factors are recomputed here from the formula, and the
 smoothed model rebuilt here from smoothquant.json must compute as the checkpoint does (and, in
@@ -31,8 +34,12 @@ float, as the source). With --calib, GPTQ follows (its default): the same factor
 codes in most matrices, the same bytes on one and two threads (its arithmetic:
 tests/unit/test_gptq.cpp).
 
+An int-quantized INT8 checkpoint whose scheme has no input_activations computes weight-only (as
+--weight-type w8a16), not as W8A8.
+
 Then the refusals, each a one-line error naming the cause: an unknown quant_method, 8-bit weights
-declared pack-quantized (W8A16), 4-bit ones not packed, group-wise or asymmetric 8-bit weights, a
+declared pack-quantized with quantized activations, INT8 groups with and without quantized
+activations in one checkpoint, 4-bit ones not packed, group-wise or asymmetric 8-bit weights, a
 quantized tensor without its scale or without a quantization_config, a non-zero zero point.
 (INT4 W4A16 checkpoints: hf_int4.py.)
 
@@ -81,7 +88,7 @@ def pow2_at_least(x):
 def snap(w, scheme):
     """(codes, scales as float32 [rows,1] or [1], the F32 weights scale x code)."""
     rows = w.shape[0]
-    if scheme == "int8":
+    if scheme in ("int8", "w8a16"):
         s = np.array([pow2_at_least(np.abs(r).max() / 127) for r in w], dtype=np.float32)[:, None]
         q = np.clip(np.rint(w / s), -127, 127).astype(np.int8)
         top = np.abs(w).argmax(axis=1)
@@ -159,17 +166,19 @@ def check_smoothing(src, imat, record, gemma, alpha=0.5):
 
 
 def scheme_config(scheme, fmt=None):
-    weights = {"num_bits": 8, "type": "int" if scheme == "int8" else "float",
+    is_int = scheme in ("int8", "w8a16")
+    weights = {"num_bits": 8, "type": "int" if is_int else "float",
                "strategy": "tensor" if scheme in ("fp8-tensor", "fp8-static") else "channel", "symmetric": True,
                "dynamic": False, "group_size": None, "observer": "minmax"}
     if scheme == "fp8-static":  # the FP8 preset
         acts = {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True, "dynamic": False,
                 "observer": "static_minmax"}
-    elif scheme in ("fp8", "fp8-tensor"):  # weight-only
+    elif scheme in ("fp8", "fp8-tensor", "w8a16"):  # weight-only
         acts = None
     else:
         acts = {"num_bits": 8, "type": weights["type"], "strategy": "token", "symmetric": True, "dynamic": True}
-    return {"quant_method": "compressed-tensors", "format": fmt or ("int-quantized" if scheme == "int8" else "float-quantized"),
+    fmt = fmt or ("pack-quantized" if scheme == "w8a16" else "int-quantized" if is_int else "float-quantized")
+    return {"quant_method": "compressed-tensors", "format": fmt,
             "quantization_status": "compressed", "ignore": ["lm_head"], "kv_cache_scheme": None,
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": acts,
                                           "output_activations": None}}}
@@ -191,7 +200,13 @@ def write_pair(src, snapped_dir, compressed_dir, scheme, scale_dtype):
             continue
         codes, s, snapped = snap(w.astype(np.float32), "fp8-tensor" if scheme == "fp8-static" else scheme)
         plain.append((name, "F32", w.shape, snapped.tobytes()))
-        packed.append((name, "I8" if scheme == "int8" else "F8_E4M3", w.shape, codes.tobytes()))
+        if scheme == "w8a16":  # pack_to_int32, 8 bits: value v at bits 8 (i mod 4) of word i / 4, as v + 128
+            words = (codes.astype(np.int32) + 128).astype(np.uint32).reshape(w.shape[0], -1, 4)
+            words = (words[:, :, 0] | words[:, :, 1] << 8 | words[:, :, 2] << 16 | words[:, :, 3] << 24).astype("<u4")
+            packed.append((name + "_packed", "I32", words.shape, words.tobytes()))
+            packed.append((name + "_shape", "I64", (2,), np.array(w.shape, dtype="<i8").tobytes()))
+        else:
+            packed.append((name, "I8" if scheme == "int8" else "F8_E4M3", w.shape, codes.tobytes()))
         sb = bf16_bytes(s) if scale_dtype == "BF16" else s.astype("<f4").tobytes()
         packed.append((name[:-len("weight")] + "weight_scale", scale_dtype, s.shape, sb))
         if scheme == "fp8-static":  # the static activation scale (libinfer quantizes activations per token)
@@ -209,7 +224,7 @@ with tempfile.TemporaryDirectory() as tmp:
     def base_dir(label, make):
         return gguf_and_directory(tmp, label, ["--type", "f32"] + make)[1]
 
-    schemes = (("int8", "BF16"), ("fp8", "F32"), ("fp8-tensor", "BF16"), ("fp8-dynamic", "BF16"))
+    schemes = (("int8", "BF16"), ("w8a16", "F32"), ("fp8", "F32"), ("fp8-tensor", "BF16"), ("fp8-dynamic", "BF16"))
     for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
         src = base_dir(prefix, make_args(prefix))
         for scheme, scale_dtype in schemes:
@@ -218,7 +233,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 snapped, compressed = os.path.join(tmp, f"{prefix}-{scheme}-f32"), os.path.join(tmp, f"{prefix}-{scheme}-ct")
                 write_pair(src, snapped, compressed, scheme, scale_dtype)
                 inspect = run([tool("infer-inspect"), compressed]).stdout
-                want = "I8" if scheme == "int8" else "F8_E4M3"
+                want = "I8" if scheme in ("int8", "w8a16") else "F8_E4M3"
                 if want not in inspect or "_scale" not in inspect:
                     failures.append(f"{label}: infer-inspect shows no {want} weights and scales")
                 a, b = perplexity(snapped, scheme), perplexity(compressed)
@@ -267,7 +282,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # computes on the BF16 directory, bit for bit.
     for prefix in ("ref", "phi3"):
         src = gguf_and_directory(tmp, prefix + "-bf16", ["--type", "bf16"] + make_args(prefix))[1]
-        for scheme in ("int8", "fp8", "fp8-tensor", "fp8-dynamic"):
+        for scheme in ("int8", "w8a16", "fp8", "fp8-tensor", "fp8-dynamic"):
             label = f"{prefix} BF16 -> infer-quantize {scheme}"
             try:
                 written = os.path.join(tmp, f"{prefix}-bf16-{scheme}")
@@ -318,6 +333,29 @@ with tempfile.TemporaryDirectory() as tmp:
         except Exception as e:
             failures.append(f"{label}: {e}")
 
+    # INT8 weights declared without quantized activations compute weight-only, even int-quantized
+    # (unpacked): as --weight-type w8a16 on the same numbers, not as W8A8.
+    for prefix in ("ref", "gemma3"):
+        label = f"{prefix} int-quantized INT8 without input_activations"
+        try:
+            snapped, w8a8 = os.path.join(tmp, f"{prefix}-int8-f32"), os.path.join(tmp, f"{prefix}-int8-ct")
+            weight_only = os.path.join(tmp, f"{prefix}-int8-weight-only")
+            shutil.copytree(w8a8, weight_only)
+            with open(os.path.join(weight_only, "config.json")) as f:
+                config = json.load(f)
+            config["quantization_config"]["config_groups"]["group_0"]["input_activations"] = None
+            with open(os.path.join(weight_only, "config.json"), "w") as f:
+                json.dump(config, f)
+            lw, l16, l8 = logits_of(weight_only), logits_of(snapped, "w8a16"), logits_of(snapped, "int8")
+            if lw != l16:
+                failures.append(f"{label}: its logits differ from --weight-type w8a16's on the same numbers")
+            elif lw == l8:
+                failures.append(f"{label}: it computes as W8A8")
+            else:
+                checked.append(f"{label}: computes as --weight-type w8a16 ({len(lw)} rows of logits), not as W8A8")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
     src = base_dir("small", ["--n-embd", "64", "--n-layer", "1", "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128",
                              "--ctx", "256", "--seed", "3"])
@@ -329,8 +367,16 @@ with tempfile.TemporaryDirectory() as tmp:
 
     refused(tmp, good, "quant_method gptq", edit_config(lambda c: c["quantization_config"].update(quant_method="gptq")),
             "quant_method 'gptq' is not supported")
-    refused(tmp, good, "pack-quantized 8-bit", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
-            "8-bit pack-quantized weights (W8A16) are not supported")
+    refused(tmp, good, "pack-quantized 8-bit W8A8", edit_config(lambda c: c["quantization_config"].update(format="pack-quantized")),
+            "8-bit pack-quantized weights are supported as int weights without quantized activations (W8A16) only")
+
+    def mixed_int8(c):
+        g = c["quantization_config"]["config_groups"]
+        g["group_1"] = json.loads(json.dumps(g["group_0"]))
+        g["group_1"]["input_activations"] = None
+        g["group_0"]["targets"], g["group_1"]["targets"] = ["re:.*self_attn.*"], ["re:.*mlp.*"]
+    refused(tmp, good, "INT8 W8A8 and W8A16 groups", edit_config(mixed_int8),
+            "INT8 weights both with quantized activations (W8A8) and without (W8A16)")
     refused(tmp, good, "4-bit weights not packed", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)),
             "4-bit weights must be stored pack-quantized")
     refused(tmp, good, "group strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
@@ -426,13 +472,54 @@ with tempfile.TemporaryDirectory() as tmp:
         except Exception as e:
             failures.append(f"{label}: {e}")
 
+    # W8A16 with --calib: GPTQ alone (nothing smoothed: the norms and every float tensor written as
+    # they came), the scales of the plain quantizer (max|w| / 127 per row), other codes in most
+    # matrices, the same bytes on one and two threads; the checkpoint loads and computes weight-only.
+    for prefix in ("ref", "gemma3"):
+        label = f"{prefix} W8A16 GPTQ"
+        try:
+            src = os.path.join(tmp, prefix)
+            plain = os.path.join(tmp, prefix + "-w8a16-plain")
+            run([tool("infer-quantize"), src, plain, "w8a16"])
+            g1, g2 = os.path.join(tmp, prefix + "-w8a16-gptq-1"), os.path.join(tmp, prefix + "-w8a16-gptq-2")
+            calib_args = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+            run([tool("infer-quantize"), src, g1, "w8a16", "-t", "1"] + calib_args)
+            run([tool("infer-quantize"), src, g2, "w8a16", "-t", "2"] + calib_args)
+            t0, t1 = read_safetensors(os.path.join(plain, "model.safetensors")), read_safetensors(os.path.join(g1, "model.safetensors"))
+            bad = []
+            if t1 != read_safetensors(os.path.join(g2, "model.safetensors")):
+                bad.append("the checkpoints of one and two threads differ")
+            packed = [k for k in t1 if k.endswith("weight_packed")]
+            changed = sum(1 for k in packed if t1[k] != t0[k])
+            if set(t1) != set(t0) or any(t1[k] != t0[k] for k in t1 if not k.endswith("weight_packed")):
+                bad.append("a tensor other than the packed codes differs from the plain quantizer's (a scale, a norm)")
+            if not packed or changed < len(packed) // 2:
+                bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
+            with open(os.path.join(g1, "gptq.json")) as f:
+                record = json.load(f)
+            if "GPTQ" not in record["method"] or not record.get("gptq"):
+                bad.append(f"GPTQ's record: {record}")
+            lg, lp = logits_of(g1), logits_of(plain)
+            if lg == lp:
+                bad.append("GPTQ's checkpoint computes exactly the plain one")
+            if bad:
+                failures.append(f"{label}: " + "; ".join(bad[:4]))
+            else:
+                checked.append(f"{label}: {changed} of {len(packed)} matrices recoded, the same scales and float tensors, "
+                               f"one and two threads alike, loads ({len(lg)} rows of logits)")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
     # infer-quantize's refusals.
     for label, args, expect in (
             ("a GGUF input", [os.path.join(tmp, "ref-bf16.gguf"), os.path.join(tmp, "x"), "int8"], "Hugging Face model directory"),
             ("an existing output", [src, src, "fp8"], "exists and is not an empty directory"),
             ("a quantized input", [good, os.path.join(tmp, "y"), "fp8"], "quantized already"),
             ("--pure with int8", [src, os.path.join(tmp, "z"), "int8", "--pure"], "takes --keep, -t and (int8, int4) --imatrix"),
-            ("--calib with fp8", [src, os.path.join(tmp, "z"), "fp8", "--calib", text_path], "SmoothQuant (int8) or AWQ (int4)")):
+            ("--calib with fp8", [src, os.path.join(tmp, "z"), "fp8", "--calib", text_path],
+             "SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16)"),
+            ("--no-gptq with w8a16", [src, os.path.join(tmp, "z"), "w8a16", "--calib", text_path, "--no-gptq"],
+             "w8a16 takes --calib (GPTQ) only")):
         p = run([tool("infer-quantize")] + args, ok=False)
         if p.returncode == 0 or p.returncode < 0 or expect not in p.stderr:
             failures.append(f"infer-quantize refusal '{label}': exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")

@@ -67,11 +67,12 @@ inline uint16_t random_bf16(std::mt19937_64& rng, ExponentRange r) {
 }
 
 // n_rows rows of n_in elements of type t, contiguous: random quant bits, scales drawn from
-// `scales`. F32 elements are uniform in [-1, 1]. I8_ROW rows get their Σ q (the kernels read it).
+// `scales`. F32 elements are uniform in [-1, 1]. I8_ROW (and I8_W8A16) rows get their Σ q (the
+// W8A8 kernels read it).
 inline std::vector<uint8_t> random_weights(DType t, int64_t n_rows, int64_t n_in, uint64_t seed,
                                            ExponentRange scales = kTypicalScale) {
   const auto* tr = dtype_traits(t);
-  if (t == DType::i8_row) {
+  if (t == DType::i8_row || t == DType::i8_w8a16) {
     std::mt19937_64 rng(seed);
     const int64_t row_bytes = n_in + 8;
     std::vector<uint8_t> bytes(static_cast<size_t>(n_rows * row_bytes));

@@ -98,7 +98,8 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
           case DType::q5_k: bound = kquant(31); break;
           case DType::q6_k: bound = kquant(32); break;
           // One step of amax / 127 over the whole row, half of it off (plus the f32 division).
-          case DType::i8_row: bound = row_amax / 254.0 * (1 + std::ldexp(1.0, -16)); break;
+          case DType::i8_row:
+          case DType::i8_w8a16: bound = row_amax / 254.0 * (1 + std::ldexp(1.0, -16)); break;
           // E4M3 keeps 4 significant bits (half an ulp: 2^-4 relative), subnormal steps of 2^-9 s
           // with s = amax / 448 of the row.
           case DType::f8_row:
@@ -120,7 +121,7 @@ TEST_CASE("from_float then to_float returns every value within the type's own ro
     }
     ++checked;
   }
-  REQUIRE(checked == 20);  // every computable type
+  REQUIRE(checked == 21);  // every computable type
 }
 
 TEST_CASE("WeightType and DType map one to one, and unknown values are an error", "[dtype]") {
@@ -132,12 +133,13 @@ TEST_CASE("WeightType and DType map one to one, and unknown values are an error"
   REQUIRE(weight_dtype(WeightType::fp8_tensor).value() == DType::f8_tensor);
   REQUIRE(weight_dtype(WeightType::int4).value() == DType::i4_g128);
   REQUIRE(weight_dtype(WeightType::fp8_dynamic).value() == DType::f8_w8a8);
-  const auto bad = weight_dtype(static_cast<WeightType>(8));
+  REQUIRE(weight_dtype(WeightType::w8a16).value() == DType::i8_w8a16);
+  const auto bad = weight_dtype(static_cast<WeightType>(9));
   REQUIRE(!bad.ok());
   REQUIRE(bad.status().code() == StatusCode::invalid_argument);
-  REQUIRE(bad.status().message().find('8') != std::string::npos);
+  REQUIRE(bad.status().message().find('9') != std::string::npos);
   for (WeightType w : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor, WeightType::int4,
-                       WeightType::fp8_dynamic}) {
+                       WeightType::fp8_dynamic, WeightType::w8a16}) {
     const DType t = *weight_dtype(w).value();
     REQUIRE(weight_type_of(t) == w);
     // Load-time conversion can write it.

@@ -504,7 +504,7 @@ TEST_CASE("sliding-window models reuse a shared system prompt and a conversation
 TEST_CASE("weights quantized at load: batched output still equals each prompt alone", "[engine]") {
   Workload w;
   for (WeightType t : {WeightType::q8_0, WeightType::q4_0, WeightType::int8, WeightType::fp8, WeightType::fp8_tensor,
-                       WeightType::fp8_dynamic, WeightType::int4}) {
+                       WeightType::fp8_dynamic, WeightType::int4, WeightType::w8a16}) {
     EngineConfig c;
     c.weight_type = t;
     c.prefix_cache = false;
@@ -517,7 +517,7 @@ TEST_CASE("weights quantized at load: batched output still equals each prompt al
     if (t == WeightType::q4_0) CHECK(alone != reference_outputs());
   }
   EngineConfig bad;
-  bad.weight_type = static_cast<WeightType>(8);
+  bad.weight_type = static_cast<WeightType>(9);
   CHECK(Engine::create(model_path(), bad).status().code() == StatusCode::invalid_argument);
 }
 

@@ -314,3 +314,68 @@ TEST_CASE("I8_ROW is libinfer's own type: n + 8 bytes a row, and no GGUF type", 
   CHECK(can_dequantize(DType::i8_row));
   CHECK(activation_type(DType::i8_row) == DType::i8_row);
 }
+
+// W8A16 (DType::i8_w8a16): the same rows against F32 activations, the FP8 weight-only arithmetic
+// (quant/fp8_rows.hpp) with each code's value float(q) (exact).
+TEST_CASE("W8A16 dot: the scalar twin is within its float rounding of the float64 product", "[int8]") {
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t n : {int64_t{32}, int64_t{576}, int64_t{4096}}) {
+    const auto w = random_rows(6, n, 5 + static_cast<uint64_t>(n), 3);
+    const auto x = activation_floats(n, 11);
+    for (int64_t o = 0; o < 6; ++o) {
+      const uint8_t* row = w.data() + o * (n + 8);
+      const float y = qdot(qdot_i8_w8a16_ref, row, x.data(), n);
+      const RowFields f = fields(row, n);
+      double exact = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double p = double(f.q[static_cast<size_t>(i)]) * double(x[static_cast<size_t>(i)]);
+        exact += p;
+        mag += std::fabs(p);
+      }
+      // n/16 fused steps per lane, 4 tree additions, the scale product.
+      const double chain = double(n) / 16 + 5;
+      INFO("n " << n << " row " << o);
+      CHECK(std::fabs(double(y) - exact * f.scale) <= chain * u * mag * f.scale * 1.01);
+    }
+  }
+}
+
+TEST_CASE("W8A16 dot kernels of every ISA and the matmul (tiles included) equal the scalar twin bit for bit", "[int8][matmul]") {
+  const CpuTypeTraits& e = *cpu_type_traits(DType::i8_w8a16);
+  REQUIRE(e.vec_dot_type == DType::f32);
+  for (int64_t n : {int64_t{32}, int64_t{64}, int64_t{2080}}) {
+    const auto w = random_rows(3, n, 23 + static_cast<uint64_t>(n), 2);
+    const auto x = activation_floats(9 * n, 13);
+    for (int64_t o = 0; o < 3; ++o) {
+      const uint8_t* row = w.data() + o * (n + 8);
+      std::vector<float> ref(9);
+      qdot_i8_w8a16_ref(row, x.data(), 4 * n, 9, n, ref.data(), 1);
+      for (CpuIsa isa : supported_isas()) {
+        INFO("isa " << isa_name(isa) << " n " << n);
+        for (int64_t n_a = 1; n_a <= 9; ++n_a) {
+          std::vector<float> y(static_cast<size_t>(n_a));
+          e.dot(isa)(row, x.data(), 4 * n, n_a, n, y.data(), 1);
+          for (int64_t r = 0; r < n_a; ++r) REQUIRE(same_bits(y[static_cast<size_t>(r)], ref[static_cast<size_t>(r)]));
+        }
+      }
+    }
+  }
+  ThreadPool pool(3);
+  for (int64_t n_in : {int64_t{96}, int64_t{2080}}) {
+    const int64_t n_out = 37;
+    auto bytes = random_rows(n_out, n_in, 101);
+    const TensorView w = TensorView::contiguous(DType::i8_w8a16, 2, {n_in, n_out, 1, 1}, bytes.data());
+    const auto x = activation_floats(40 * n_in, 5);
+    std::vector<float> ref(static_cast<size_t>(40 * n_out));
+    matmul_ref(w, x.data(), 40, n_in, ref.data(), n_out);
+    for (CpuIsa isa : supported_isas()) {
+      IsaScope scope(isa);
+      for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{40}}) {
+        INFO("n_in " << n_in << " isa " << isa_name(isa) << " rows " << rows);
+        std::vector<float> y(static_cast<size_t>(rows * n_out));
+        matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
+        for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
+      }
+    }
+  }
+}

@@ -92,6 +92,10 @@ constexpr CpuTypeTraits kTable[] = {
      .dot_avx2 = qdot_f8_w8a8_avx2, .dot_avx512 = qdot_f8_w8a8_avx512,
      .gemm_avx512 = &qgemm_f8_w8a8_avx512},
     {.type = DType::f8_act, .from_float_activation = quantize_activations_f8},
+    {.type = DType::i8_w8a16, .to_float_ref = dequantize_i8_row, .to_float_avx2 = dequantize_i8_row,
+     .from_float = quantize_row_i8_row, .vec_dot_type = DType::f32, .dot_ref = qdot_i8_w8a16_ref,
+     .dot_avx2 = qdot_i8_w8a16_avx2, .dot_avx512 = qdot_i8_w8a16_avx512,
+     .gemm_avx512 = &qgemm_i8_w8a16_avx512},
 };
 
 constexpr std::array<int8_t, kMaxDTypeId + 1> make_index() {

@@ -128,6 +128,11 @@ QDotKernel qdot_f8_row_avx512;
 QDotKernel qdot_f8_w8a8_ref;
 QDotKernel qdot_f8_w8a8_avx2;
 QDotKernel qdot_f8_w8a8_avx512;
+// INT8 rows (DType::i8_w8a16: i8_row's layout) against F32 activations, W8A16: the FP8 weight-only
+// arithmetic above with each code's value float(q_i) (exact).
+QDotKernel qdot_i8_w8a16_ref;
+QDotKernel qdot_i8_w8a16_avx2;
+QDotKernel qdot_i8_w8a16_avx512;
 
 // INT4 weights in groups of 32, 64, 128 (DType::i4_g*) against F32 activations (arithmetic in
 // quant/int4_groups.hpp: per group 16 lanes of fused products, folded by the group's scale; a fixed

@@ -77,6 +77,8 @@ extern const QGemmKernel qgemm_i4_g128_avx512;
 // against decoded FP8 activation rows: qdot_fp8_avx512.cpp.
 extern const QGemmKernel qgemm_f8_row_avx512;
 extern const QGemmKernel qgemm_f8_w8a8_avx512;
+// INT8 rows against F32 activations (W8A16, DType::i8_w8a16): the same tiles, qdot_fp8_avx512.cpp.
+extern const QGemmKernel qgemm_i8_w8a16_avx512;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

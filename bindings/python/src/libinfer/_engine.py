@@ -10,7 +10,7 @@ from ._request import Request, Stream, _token_trampoline
 from ._types import EngineStats, InferError, LatencyStats, ModelInfo
 
 _KV_TYPES = {"f16": 0, "f32": 1, "bf16": 2, "q8_0": 3, "fp8": 4}
-_WEIGHT_TYPES = {"keep": 0, "q8_0": 1, "q4_0": 2, "int8": 3, "fp8": 4, "fp8-tensor": 5, "int4": 6, "fp8-dynamic": 7}
+_WEIGHT_TYPES = {"keep": 0, "q8_0": 1, "q4_0": 2, "int8": 3, "fp8": 4, "fp8-tensor": 5, "int4": 6, "fp8-dynamic": 7, "w8a16": 8}
 
 
 def _guess(n):
@@ -149,7 +149,7 @@ _SAMPLING = (
 class Engine:
     """A loaded model serving requests (infer_engine). Every knob defaults to the library's
     (capi/include/infer.h, docs/tuning.md); kv_type is "f16", "f32", "bf16", "q8_0" or "fp8", weight_type "keep",
-    "q8_0", "q4_0", "int8", "fp8", "fp8-tensor", "fp8-dynamic" or "int4", device "cpu", "cuda" or "cuda:N", on_load_progress a
+    "q8_0", "q4_0", "int8", "w8a16", "fp8", "fp8-tensor", "fp8-dynamic" or "int4", device "cpu", "cuda" or "cuda:N", on_load_progress a
     callable receiving the fraction loaded.
 
     Thread-safe like the C engine: any number of threads may generate, stream and submit at once.

@@ -20,6 +20,7 @@
 #include "kernels/cpu/qdot.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant_test_util.hpp"
+#include "row_kernel_checks.hpp"
 
 using namespace infer;
 using namespace infer::test;
@@ -163,45 +164,16 @@ TEST_CASE("FP8 dot: the scalar twin is within its float rounding of the float64 
 }
 
 TEST_CASE("FP8 dot kernels of every ISA and the matmul equal the scalar twin bit for bit, every row count, batch invariant", "[fp8][matmul]") {
-  const CpuTypeTraits& e = *cpu_type_traits(DType::f8_row);
-  REQUIRE(cpu_type_traits(DType::f8_tensor)->dot_ref == e.dot_ref);
+  REQUIRE(cpu_type_traits(DType::f8_tensor)->dot_ref == cpu_type_traits(DType::f8_row)->dot_ref);
   for (int64_t n : {int64_t{32}, int64_t{64}, int64_t{2080}}) {
     const auto w = random_rows(3, n, 21 + static_cast<uint64_t>(n));
-    const auto x = activation_floats(9 * n, 7);
-    for (int64_t o = 0; o < 3; ++o) {
-      const uint8_t* row = w.data() + o * (n + 8);
-      std::vector<float> ref(9);
-      qdot_f8_row_ref(row, x.data(), 4 * n, 9, n, ref.data(), 1);
-      for (CpuIsa isa : supported_isas()) {
-        INFO("isa " << isa_name(isa) << " n " << n);
-        for (int64_t n_a = 1; n_a <= 9; ++n_a) {
-          std::vector<float> y(static_cast<size_t>(n_a));
-          e.dot(isa)(row, x.data(), 4 * n, n_a, n, y.data(), 1);
-          for (int64_t r = 0; r < n_a; ++r) REQUIRE(same_bits(y[static_cast<size_t>(r)], ref[static_cast<size_t>(r)]));
-        }
-      }
-    }
+    require_dots_match_twin(DType::f8_row, qdot_f8_row_ref, w.data(), 3, n, static_cast<uint64_t>(n + 8), 7);
   }
   ThreadPool pool(3);
   // n_in 2080: activation rows of 8 KiB, which the matmul meets 4 at a time; n_in 96: 16.
   for (int64_t n_in : {int64_t{96}, int64_t{2080}}) {
-    const int64_t n_out = 37;
-    auto bytes = random_rows(n_out, n_in, 99);
-    for (DType t : {DType::f8_row, DType::f8_tensor}) {
-      const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
-      const auto x = activation_floats(40 * n_in, 3);
-      std::vector<float> ref(static_cast<size_t>(40 * n_out));
-      matmul_ref(w, x.data(), 40, n_in, ref.data(), n_out);
-      for (CpuIsa isa : supported_isas()) {
-        IsaScope scope(isa);
-        for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{40}}) {
-          INFO("n_in " << n_in << " isa " << isa_name(isa) << " rows " << rows);
-          std::vector<float> y(static_cast<size_t>(rows * n_out));
-          matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
-          for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
-        }
-      }
-    }
+    auto bytes = random_rows(37, n_in, 99);
+    for (DType t : {DType::f8_row, DType::f8_tensor}) require_matmul_matches_ref(t, bytes, n_in, 37, 3, pool);
   }
 }
 

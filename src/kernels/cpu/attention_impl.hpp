@@ -443,17 +443,14 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
     };
     reset_chunk();
     for (int s = 0; s < n_states; ++s) fm[s] = -INFINITY, fsum[s] = 0.0f;
-    // Each state's query (rotated once here when the cache is).
-    auto state_query = [&](int j, int g) {
-      const int s = j * group + g;
-      const float* qh = rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
-      return kv.k_rotation > 0 ? qrot + static_cast<int64_t>(s) * hd : qh;
+    // Each state's query: its part of q, or (a rotated cache) its rotation, computed once here.
+    auto q_of = [&](int j, int g) {
+      return rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd;
     };
     if (kv.k_rotation > 0)
       for (int j = 0; j < n_rows; ++j)
-        for (int g = g_lo; g < g_hi; ++g)
-          query(kv, rows.q + static_cast<int64_t>(rows.rows[j]) * rows.q_stride + static_cast<int64_t>(kvh * group + g) * hd, hd,
-                qrot + static_cast<int64_t>(j * group + g) * hd);
+        for (int g = g_lo; g < g_hi; ++g) query(kv, q_of(j, g), hd, qrot + static_cast<int64_t>(j * group + g) * hd);
+    auto state_query = [&](int j, int g) { return kv.k_rotation > 0 ? qrot + static_cast<int64_t>(j * group + g) * hd : q_of(j, g); };
     for (int32_t t0 = t_begin; t0 < t_end; t0 += kTile) {
       if (t0 % kAttentionChunk == 0 && t0 != t_begin) {
         fold_all();

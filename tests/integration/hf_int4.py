@@ -423,7 +423,10 @@ with tempfile.TemporaryDirectory() as tmp:
     refused(tmp, good, "group index", edit_tensors(lambda ts: ts + [(W + "weight_g_idx", "I32", [256], bytes(1024))]), "group index")
     refused(tmp, good, "weight_shape disagrees", edit_tensors(
         lambda ts: [(n, d, s, np.array([256, 128], dtype="<i8").tobytes()) if n == W + "weight_shape" else (n, d, s, b)
-                    for n, d, s, b in ts]), "weight_shape is [256, 128]")
+                    for n, d, s, b in ts]), "do not hold the 128 columns of its weight_shape as the config's 4-bit values")
+    refused(tmp, good, "weight_shape rows disagree", edit_tensors(
+        lambda ts: [(n, d, s, np.array([128, 256], dtype="<i8").tobytes()) if n == W + "weight_shape" else (n, d, s, b)
+                    for n, d, s, b in ts]), "weight_shape is [128, 256]")
     refused(tmp, good, "packed weight not I32", edit_tensors(
         lambda ts: [(n, "F32", s, b) if n == W + "weight_packed" else (n, d, s, b) for n, d, s, b in ts]),
             "must be an I32 matrix")

@@ -14,6 +14,7 @@
 
 #include "core/status_macros.hpp"
 #include "cuda/cuda_backend.cuh"
+#include "cuda/hadamard.cuh"
 #include "cuda/quant_blocks.cuh"
 #include "kernels/cpu/attention.hpp"
 #include "ops/gpu_impl.hpp"
@@ -21,6 +22,8 @@
 
 namespace infer::ops::gpu {
 namespace {
+
+using cuda::hadamard_shared;
 
 using cuda::backend_of;
 using cuda::check_launch;
@@ -47,24 +50,6 @@ struct LayerKv {
   int k_rotation, v_rotation;  // 0: not rotated
   float k_scale, v_scale;      // the float nearest 1 / sqrt(rotation), as the CPU's
 };
-
-// x[0, len) <- H_n x per block of n in shared memory, by the block's threads together: the
-// butterflies of kernels/cpu/hadamard.hpp, stage by stage, then the product by `scale`. Every
-// thread of the block calls it (it synchronizes), after x is written.
-__device__ void hadamard_shared(float* x, int len, int n, float scale) {
-  __syncthreads();
-  for (int s = 1; s < n; s *= 2) {
-    for (int e = threadIdx.x; e < len / 2; e += blockDim.x) {
-      const int i = e / s * 2 * s + e % s;
-      const float a = x[i], b = x[i + s];
-      x[i] = a + b;
-      x[i + s] = a - b;
-    }
-    __syncthreads();
-  }
-  for (int i = threadIdx.x; i < len; i += blockDim.x) x[i] *= scale;
-  __syncthreads();
-}
 
 __device__ __forceinline__ int64_t row_offset(const LayerKv& kv, int32_t block, int h, int32_t slot) {
   return ((static_cast<int64_t>(block) * kv.n_kv_heads + h) * kv.block_size + slot) * kv.row_bytes;

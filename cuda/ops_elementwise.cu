@@ -6,6 +6,7 @@
 
 #include "core/status_macros.hpp"
 #include "cuda/cuda_backend.cuh"
+#include "cuda/hadamard.cuh"
 #include "cuda/quant_blocks.cuh"
 #include "ops/gpu_impl.hpp"
 #include "ops/op_util.hpp"
@@ -49,6 +50,16 @@ __global__ void each_kernel(Rows x, F f) {
     const int64_t r = i / x.cols, c = i % x.cols;
     f(x.p + r * x.stride + c, r, c);
   }
+}
+
+// One CUDA block per (row, block of n columns): the block in shared memory, rotated, written back.
+__global__ void hadamard_kernel(Rows x, int n, float scale) {
+  extern __shared__ float block[];
+  const int64_t per_row = x.cols / n;
+  float* p = x.p + (blockIdx.x / per_row) * x.stride + (blockIdx.x % per_row) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) block[i] = p[i];
+  cuda::hadamard_shared(block, n, n, scale);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = block[i];
 }
 
 template <class F>
@@ -195,6 +206,21 @@ Status add_bias(Backend& be, const TensorView& x, const TensorView& bias) {
 }
 Status scale(Backend& be, const TensorView& x, float s) { return each(be, x, ScaleOp{s}, "scale"); }
 Status softcap(Backend& be, const TensorView& x, float cap) { return each(be, x, SoftcapOp{cap}, "softcap"); }
+
+// Blocks up to 8192 columns (32 KiB of shared memory, within every device's default).
+Status hadamard(Backend& be, const TensorView& t, int block) {
+  constexpr int kMaxShared = 8192;
+  if (block > kMaxShared)
+    return unsupported("hadamard: the CUDA kernel rotates blocks of at most " + std::to_string(kMaxShared) + " columns, not " +
+                       std::to_string(block));
+  INFER_ASSIGN_OR_RETURN(cuda::CudaBackend * c, backend_of(be));
+  const Rows x = rows_of(t);
+  const int64_t blocks = x.rows * (x.cols / block);
+  if (blocks == 0) return Status::ok();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(block));  // as kernels/cpu/hadamard.hpp
+  hadamard_kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(block) * sizeof(float), c->stream()>>>(x, block, scale);
+  return check_launch("hadamard");
+}
 
 Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out) {
   INFER_ASSIGN_OR_RETURN(cuda::CudaBackend * c, backend_of(be));

@@ -19,6 +19,7 @@
 #include "format/json.hpp"
 #include "format/safetensors.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "kernels/cpu/hadamard.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
@@ -67,10 +68,25 @@ bool is_decoder_linear(const safetensors::Tensor& t) {
   return t.name.find("layers.") != std::string::npos;
 }
 
+// The input a decoder linear layer reads, named for the layers that share it: q/k/v one
+// ("...self_attn.qkv"), gate/up another ("...mlp.gate_up"); any other layer's is its own.
+std::string shared_input(const std::string& weight) {
+  static constexpr std::pair<std::string_view, std::string_view> kShared[] = {
+      {"self_attn.q_proj.weight", "self_attn.qkv"}, {"self_attn.k_proj.weight", "self_attn.qkv"},
+      {"self_attn.v_proj.weight", "self_attn.qkv"}, {"mlp.gate_proj.weight", "mlp.gate_up"},
+      {"mlp.up_proj.weight", "mlp.gate_up"}};
+  for (const auto& [leaf, group] : kShared)
+    if (weight.ends_with(leaf)) return weight.substr(0, weight.size() - leaf.size()) + std::string(group);
+  return weight;
+}
+
 // SmoothQuant's factors for one matrix: its columns multiplied by `cols`, its rows divided by
-// `rows` (empty: none). Powers of two, so the products are exact.
+// `rows` (empty: none). Powers of two, so the products are exact. Then, with `rotation`, each
+// row's columns multiplied by the Walsh-Hadamard matrix on blocks of that many (its input rotated
+// online).
 struct MatrixSmoothing {
   std::vector<float> cols, rows;
+  int32_t rotation = 0;
 };
 
 // Row r of a float matrix as F32, smoothed.
@@ -83,6 +99,7 @@ void smoothed_row(const safetensors::Tensor& t, DType src, const MatrixSmoothing
     for (int64_t j = 0; j < n; ++j) row[j] *= sm->cols[static_cast<size_t>(j)];
   if (!sm->rows.empty())
     for (int64_t j = 0; j < n; ++j) row[j] /= sm->rows[static_cast<size_t>(r)];
+  if (sm->rotation > 0) hadamard_blocks(row, n, sm->rotation);
 }
 
 struct GptqFactor {
@@ -91,7 +108,8 @@ struct GptqFactor {
 };
 
 // GPTQ's factor of a matrix's input second moments, carried into the smoothed space (the input
-// is x / s: H_ij / (s_i s_j)); none without second moments.
+// is x / s: H_ij / (s_i s_j)) and the rotated one (R x: R H R, R symmetric); none without second
+// moments.
 Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, const Hessian* hessian, const MatrixSmoothing* sm) {
   if (!hessian) return std::optional<GptqFactor>();
   const int64_t m = hessian->n;
@@ -103,6 +121,12 @@ Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, 
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < m; ++j)
         h[static_cast<size_t>(i * m + j)] /= double(sm->cols[static_cast<size_t>(i)]) * sm->cols[static_cast<size_t>(j)];
+  if (sm && sm->rotation > 0)  // rows rotated (H R), transposed (R H), rows rotated again (R H R)
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t i = 0; i < m; ++i) hadamard_blocks(h.data() + i * m, m, sm->rotation);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = i + 1; j < m; ++j) std::swap(h[static_cast<size_t>(i * m + j)], h[static_cast<size_t>(j * m + i)]);
+    }
   std::optional<GptqFactor> f(std::in_place);
   auto u = quant::gptq_factor(h, m, f->dead);
   if (!u.ok()) return Status(u.status().code(), t.name + ": " + u.status().message());
@@ -623,10 +647,33 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     auto it = plan->importance.find(name);
     return it == plan->importance.end() ? nullptr : &it->second;
   };
+  // Which tensors are quantized: the decoder's float linear layers not kept, whose rows fit the format.
+  const auto quantizes = [&](const safetensors::Tensor& t) {
+    if (!is_decoder_linear(t) || !float_dtype(t.dtype) || is_kept(t.name)) return false;
+    const int64_t n = t.shape[1], rows = t.shape[0];
+    return int4 ? n > 0 && n % o.group == 0 && rows > 0
+                : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
+  };
+  // What each matrix's rows become before quantization: SmoothQuant's factors, then int8's input
+  // rotation. A layer is rotated when every layer reading its input is quantized (the input is
+  // rotated once for all of them).
+  std::map<std::string, MatrixSmoothing> transforms;
+  if (plan) transforms = plan->matrices;
+  if (o.scheme == "int8" && o.rotate) {
+    std::map<std::string, bool> all_quantized;  // shared input -> every reader quantized
+    for (const safetensors::File& shard : shards)
+      for (const safetensors::Tensor& t : shard.tensors)
+        if (is_decoder_linear(t)) {
+          auto [it, added] = all_quantized.emplace(shared_input(t.name), true);
+          it->second = it->second && quantizes(t);
+        }
+    for (const safetensors::File& shard : shards)
+      for (const safetensors::Tensor& t : shard.tensors)
+        if (quantizes(t) && all_quantized[shared_input(t.name)]) transforms[t.name].rotation = i8_input_rotation(t.shape[1]);
+  }
   const auto smoothing_of = [&](const std::string& name) -> const MatrixSmoothing* {
-    if (!plan) return nullptr;
-    auto it = plan->matrices.find(name);
-    return it == plan->matrices.end() ? nullptr : &it->second;
+    auto it = transforms.find(name);
+    return it == transforms.end() ? nullptr : &it->second;
   };
   const auto norm_of = [&](const std::string& name) -> const std::vector<float>* {
     if (!plan) return nullptr;
@@ -649,7 +696,6 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       has_lm_head = has_lm_head || t.name == "lm_head.weight";
       vision = vision || t.name.find("vision_tower.") != std::string::npos;
       projector = projector || t.name.find("multi_modal_projector.") != std::string::npos;
-      const bool kept = is_kept(t.name);
       const std::optional<DType> src = float_dtype(t.dtype);
       const bool linear = is_decoder_linear(t);
       struct LinearShare {  // whatever this tensor adds to bytes_out, counted for the linear layers too
@@ -662,10 +708,8 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       } share{sum, linear, sum.bytes_out};
       if (linear) sum.linear_elements += static_cast<uint64_t>(numel);
       const int64_t n = linear ? t.shape[1] : 0, rows = linear ? t.shape[0] : 0;
-      const bool fits = int4 ? n > 0 && n % o.group == 0 && rows > 0
-                             : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
       const MatrixSmoothing* smoothing = smoothing_of(t.name);
-      if (!linear || !src || kept || !fits) {
+      if (!quantizes(t)) {
         if (linear) ignore.push_back(t.name.substr(0, t.name.size() - 7));  // the module: name less ".weight"
         const safetensors::Tensor* tp = &t;
         const std::vector<float>* norm = norm_of(t.name);
@@ -781,6 +825,44 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       sum.bytes_out += static_cast<uint64_t>(rows * n) + (per_tensor ? 4u : static_cast<uint64_t>(rows) * 4u);
     }
   }
+  // The input rotations: one transform scheme per block size, naming its modules; each size's
+  // matrix stored once, under its first module (Sylvester's, entries +-1, in the model's float type).
+  std::map<int32_t, std::vector<std::string>> rotated;  // block size -> modules
+  for (const auto& [name, m] : transforms)
+    if (m.rotation > 0) rotated[m.rotation].push_back(name.substr(0, name.size() - 7));
+  Json transform_groups = Json::object();
+  const safetensors::Dtype matrix_dtype = source_type == DType::bf16  ? safetensors::Dtype::bf16
+                                          : source_type == DType::f16 ? safetensors::Dtype::f16
+                                                                      : safetensors::Dtype::f32;
+  for (const auto& [size, modules] : rotated) {
+    const std::string scheme = "h" + std::to_string(size);
+    const Json apply_to = {{"targets", modules}, {"ignore", Json::array()}};
+    Json online = apply_to, folded = apply_to;
+    online["location"] = "input";
+    online["inverse"] = false;
+    folded["location"] = "weight_input";
+    folded["inverse"] = true;
+    transform_groups[scheme] = {{"type", "hadamard"}, {"apply", {online, folded}}, {"randomize", false},
+                                {"requires_grad", false}, {"head_dim", size}, {"precision", "torch.float32"}};
+    const int64_t n = size;
+    INFER_RETURN_IF_ERROR(writer.add_tensor(modules.front() + "." + scheme + "_input.weight", matrix_dtype, {n, n},
+                                            [n, matrix_dtype](std::span<uint8_t> dst) {
+      const size_t width = safetensors::dtype_size(matrix_dtype);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const float v = (__builtin_popcountll(static_cast<uint64_t>(i & j)) & 1) != 0 ? -1.0f : 1.0f;
+          uint8_t* at = dst.data() + static_cast<size_t>(i * n + j) * width;
+          if (matrix_dtype == safetensors::Dtype::f32) {
+            std::memcpy(at, &v, 4);
+          } else {
+            const uint16_t h = matrix_dtype == safetensors::Dtype::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+            std::memcpy(at, &h, 2);
+          }
+        }
+      return Status::ok();
+    }));
+    sum.bytes_out += static_cast<uint64_t>(n * n) * safetensors::dtype_size(matrix_dtype);
+  }
   // lm_head is left float (as the presets' recipes leave it); so are vision towers and projectors.
   if (has_lm_head) ignore.insert(ignore.begin(), "lm_head");
   if (vision) ignore.push_back("re:.*vision_tower.*");
@@ -820,6 +902,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   }
   // The config last: a directory with it is complete.
   config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric);
+  if (!rotated.empty()) config["quantization_config"]["transform_config"] = {{"config_groups", transform_groups}};
   INFER_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   return sum;
 }

@@ -15,7 +15,10 @@
 // the rows) when asymmetric (quant/int4_groups.hpp).
 // With activation statistics, int8 first applies SmoothQuant and int4 AWQ (compressed_checkpoint.cpp),
 // each recording its factors (smoothquant.json, awq.json); int4 also weighs each column's rounding
-// error by its importance.
+// error by its importance. int8 rotates the quantized layers' inputs by Walsh-Hadamard matrices,
+// online: each weight is stored as W H, and config.json's transform_config names H per module
+// (compressed-tensors' deterministic "hadamard" transform, in blocks; one "<module>.h<size>_input.weight"
+// tensor holds each size's matrix, as a checkpoint of llm-compressor's shares it).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,9 @@ struct CompressedOptions {
   const std::map<std::string, std::vector<float>>* activation_rms = nullptr;
   double smooth_alpha = 0.5;
   std::string calibration_note;
+  // int8: rotate each quantized linear layer's input online (transform_config; quant/int8_rows.hpp's
+  // i8_input_rotation), its weight stored as W H, after SmoothQuant and before GPTQ.
+  bool rotate = true;
   // int4: columns per group (32, 64, 128), zero points or not, AWQ's grid of alphas.
   int64_t group = 128;
   bool symmetric = true;

@@ -10,7 +10,7 @@
 //                  [--keep GLOB]... [--pure] [-t THREADS]
 //   infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
-//                  [--group 32|64|128] [--asym] [--no-gptq]
+//                  [--group 32|64|128] [--asym] [--no-gptq] [--no-rotate]
 //
 // The second form writes a compressed-tensors checkpoint from a Hugging Face directory
 // (compressed_checkpoint.hpp).
@@ -61,7 +61,7 @@ constexpr const char* kUsage =
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
     "       infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
-    "                      [--group 32|64|128] [--asym] [--no-gptq]\n"
+    "                      [--group 32|64|128] [--asym] [--no-gptq] [--no-rotate]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  int8, fp8, fp8-tensor, fp8-dynamic   a Hugging Face directory to a compressed-tensors checkpoint\n"
@@ -87,6 +87,8 @@ constexpr const char* kUsage =
     "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
     "  --no-gptq            int8 / int4 with --calib: no GPTQ error compensation (SmoothQuant or AWQ only)\n"
+    "  --no-rotate          int8: no online Hadamard rotation of the linear layers' inputs (transform_config;\n"
+    "                       default: rotated, for the per-token quantization of the activations)\n"
     "  --calib-ctx N        tokens per calibration chunk (default: 512)\n"
     "  --calib-chunks N     calibration chunks at most (default: all the text holds)\n"
     "  --include-weights S  use the importance matrix only for tensors whose name contains S (repeatable)\n"
@@ -104,7 +106,7 @@ struct Options {
   int64_t calib_ctx = 512, calib_chunks = -1;
   double smooth_alpha = 0.5;
   int64_t group = 0;  // int4's columns per scale; 0: not given (128)
-  bool asym = false, no_gptq = false;
+  bool asym = false, no_gptq = false, no_rotate = false;
   std::vector<std::string> include_weights, exclude_weights;
 };
 
@@ -131,6 +133,7 @@ Options parse(int argc, char** argv) {
       if (o.group != 32 && o.group != 64 && o.group != 128) cli::usage_error(kTool, "--group must be 32, 64 or 128", kUsage);
     } else if (a == "--asym") o.asym = true;
     else if (a == "--no-gptq") o.no_gptq = true;
+    else if (a == "--no-rotate") o.no_rotate = true;
     else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--exclude-weights") o.exclude_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "-t" || a == "--threads")
@@ -156,11 +159,13 @@ Options parse(int argc, char** argv) {
     if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
     if (o.no_gptq && o.compressed != "int4" && o.compressed != "int8")
       cli::usage_error(kTool, "--no-gptq is int8's and int4's", kUsage);
+    if (o.no_rotate && o.compressed != "int8") cli::usage_error(kTool, "--no-rotate is int8's", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
-  if (o.group != 0 || o.asym || o.no_gptq)
-    cli::usage_error(kTool, "--group and --asym (int4) and --no-gptq (int8, int4) are for the checkpoint forms", kUsage);
+  if (o.group != 0 || o.asym || o.no_gptq || o.no_rotate)
+    cli::usage_error(kTool, "--group and --asym (int4), --no-gptq (int8, int4) and --no-rotate (int8) are for the checkpoint forms",
+                     kUsage);
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
   o.preset = *preset;
@@ -326,6 +331,7 @@ int write_compressed(const Options& o) {
   c.threads = o.threads;
   c.group = o.group != 0 ? o.group : 128;
   c.symmetric = !o.asym;
+  c.rotate = !o.no_rotate;
   std::map<std::string, std::vector<float>> rms;
   // GPTQ (int8, int4 with a calibration text): the inputs' second moments, from the same run.
   std::optional<tools::HessianCollector> hessians;
@@ -382,6 +388,10 @@ int main(int argc, char** argv) {
   auto opened = ModelFile::open(o.in);
   if (!opened.ok()) cli::fail(kTool, opened.status().message());
   const ModelFile& file = opened.value();
+  for (const TensorInfo& t : file.tensors())
+    if (t.input_rotation != 0)
+      cli::fail(kTool, o.in + ": " + t.name + " has its input rotated online (transform_config), which GGUF files cannot "
+                                             "record");
 
   std::vector<quant::TensorShape> shapes;
   for (const TensorInfo& t : file.tensors()) shapes.push_back({t.name, t.dtype, t.shape});

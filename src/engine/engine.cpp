@@ -406,6 +406,7 @@ Result<std::unique_ptr<Engine>> EngineTesting::create(const std::string& model_p
     LoadOptions load;
     load.backend = impl->backend.get();
     load.weight_type = *weight_type;
+    if (const char* rotate = std::getenv("INFER_WEIGHT_ROTATE"); rotate && std::string_view(rotate) == "0") load.rotate_int8 = false;
     // The weights are most of the work: 0.05 to 0.95 of the bar.
     if (config.on_load_progress) load.progress = [&](double f) { progress(0.05 + 0.9 * f); };
     auto model = load_model(impl->file, load);

@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/checked_math.hpp"
 #include "core/half.hpp"
 #include "core/status_macros.hpp"
+#include "format/hf_transforms.hpp"
 #include "format/json.hpp"
 #include "format/safetensors.hpp"
 
@@ -108,17 +110,6 @@ void permute_rows(const uint8_t* src, uint8_t* dst, int64_t rows, uint64_t row_b
       for (int64_t s = 0; s < 2; ++s)
         std::memcpy(dst + static_cast<uint64_t>(h * d + 2 * i + s) * row_bytes,
                     src + static_cast<uint64_t>(h * d + s * half + i) * row_bytes, row_bytes);
-}
-
-float element_as_f32(DType t, const uint8_t* p, int64_t i) {
-  if (t == DType::f32) {
-    float v;
-    std::memcpy(&v, p + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return t == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
 struct Hparams {
@@ -488,6 +479,17 @@ Result<bool> add_quant_param(const Family& fam, const Hparams& hp, bool tied, co
 
 }  // namespace
 
+float element_as_f32(DType t, const uint8_t* p, int64_t i) {
+  if (t == DType::f32) {
+    float v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return t == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
 Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   const fs::path root(dir);
   const std::string config_path = (root / "config.json").string();
@@ -532,6 +534,14 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   if (scheme.fp8_activations) md.set(std::string(kFp8ActivationsKey), true);
   if (scheme.int8_weight_only) md.set(std::string(kInt8WeightOnlyKey), true);
   const bool tied = json::get_bool(*cfg, "tie_word_embeddings").value_or(json::get_bool(config, "tie_word_embeddings").value_or(false));
+  // Online input rotations (quantization_config.transform_config): each linear weight's, below.
+  INFER_ASSIGN_OR_RETURN(const InputRotations rotations, InputRotations::parse(config, config_path));
+  if (tied) {
+    INFER_ASSIGN_OR_RETURN(const int32_t lm_head, rotations.of("lm_head", hp.n_embd));
+    if (lm_head != 0)
+      return unsupported(config_path + ": transform_config rotates the input of lm_head, which is tied to the embeddings "
+                         "(not supported)");
+  }
 
   // The shards.
   std::vector<Shard> shards;
@@ -599,10 +609,16 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
       }
       packed_columns[t.name.substr(0, t.name.size() - 6)] = cols;  // "...weight"
     }
+  std::unordered_map<std::string, int32_t> module_rotation;  // HF module -> its input rotation, where one is set
+  std::vector<std::tuple<const safetensors::Tensor*, DType, std::string>> transform_tensors;  // checked after the loop
   for (const Shard& s : shards) {
     const std::string where = (root / s.name).string();
     for (const safetensors::Tensor& t : s.file.tensors) {
       INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
+      if (rotations.is_transform_tensor(t.name)) {  // "<module>.<scheme>_input.weight": computed, not read
+        transform_tensors.emplace_back(&t, dtype, where);
+        continue;
+      }
       if (auto param = quant_param(t.name)) {
         INFER_RETURN_IF_ERROR(add_quant_param(*fam, hp, tied, *param, t, dtype, where, parts, seen, packed).status());
         continue;
@@ -667,6 +683,14 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
       for (int d = 0; d < info.n_dims; ++d) info.shape[d] = shape[shape.size() - 1 - static_cast<size_t>(d)];
       info.offset = t.begin;
       info.nbytes = t.nbytes();
+      // A linear layer (any matrix but the embeddings) may have its input rotated online.
+      if (!rotations.empty() && info.n_dims == 2 && hf_name.ends_with(".weight") && info.name != "token_embd.weight") {
+        const std::string module = hf_name.substr(0, hf_name.size() - 7);
+        auto rotation = rotations.of(module, info.shape[0]);
+        if (!rotation.ok()) return rotation.status().with_context(config_path);
+        info.input_rotation = *rotation;
+        if (*rotation != 0) module_rotation[module] = *rotation;
+      }
       const uint8_t* data = source;
       // Gemma's embeddings may have padding rows past the tokenizer's vocabulary: convert drops them.
       if (fam->norm_plus_one && info.name == "token_embd.weight" && info.n_dims == 2 && n_tokens > 0 &&
@@ -701,6 +725,11 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
       info.view = TensorView::contiguous(info.dtype, info.n_dims, info.shape, const_cast<uint8_t*>(data));
       parts.tensors.push_back(std::move(info));
     }
+  }
+  // The transforms' own tensors are the matrices of their modules' rotations.
+  for (const auto& [t, dtype, where] : transform_tensors) {
+    auto it = module_rotation.find(InputRotations::module_of(t->name));
+    INFER_RETURN_IF_ERROR(rotations.check_tensor(*t, dtype, it == module_rotation.end() ? 0 : it->second, where));
   }
   // Every quantized weight has its scales, and every weight_scale belongs to a quantized weight.
   for (const std::string& weight : quantized)

@@ -31,6 +31,11 @@ struct TensorInfo {
   uint64_t offset = 0;  // from the start of the data section
   uint64_t nbytes = 0;
   TensorView view;      // into the mapped file
+  // A linear layer's online input rotation: the layer computes y = W (H x), H the orthonormal
+  // Walsh-Hadamard matrix on blocks of this many input columns (a power of two; ops::hadamard),
+  // its weight stored as W H. From a compressed-tensors transform_config (format/hf_directory.cpp),
+  // or libinfer's INT8 W8A8 at load (model/weights.cpp); 0: none.
+  int32_t input_rotation = 0;
 
   int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
 };

@@ -42,9 +42,13 @@ Result<TensorView> Decoder::vector(WeightBinder& w, const std::string& name, int
   return v;
 }
 
-Result<TensorView> Decoder::matrix(WeightBinder& w, const std::string& name, int64_t n_in, int64_t n_out, bool required) {
+Result<TensorView> Decoder::matrix(WeightBinder& w, const std::string& name, int64_t n_in, int64_t n_out, bool required,
+                                   int* rotation) {
   INFER_ASSIGN_OR_RETURN(const TensorInfo* t, required ? w.matrix(name, {n_in, n_out}) : w.optional_matrix(name, {n_in, n_out}));
+  if (rotation) *rotation = t ? t->input_rotation : 0;
   if (!t) return TensorView{};
+  if (t->input_rotation != 0 && !rotation)
+    return unsupported(file_->path() + ": " + name + ": an input rotation of this tensor is not supported (only linear layers')");
   if (!prepared_for_) return t->view;
   ConvertedTensor* converted = nullptr;
   for (ConvertedTensor& c : converted_)
@@ -68,6 +72,7 @@ Status Decoder::bind(const LoadOptions& options) {
   DecoderSpec& s = spec_;
   prepared_for_ = options.backend;
   WeightBinder w(f, options.weight_type, converted_, options.progress);
+  w.set_rotate_int8(options.rotate_int8);
   // The vocabulary size comes from the embedding table; it must agree with the tokenizer's.
   const TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) return malformed_file(f.path() + ": missing tensor token_embd.weight");
@@ -83,7 +88,7 @@ Status Decoder::bind(const LoadOptions& options) {
   const int64_t QD = s.n_head * hd, KVD = s.n_kv_heads * hd;
   INFER_ASSIGN_OR_RETURN(tok_embd_, matrix(w, "token_embd.weight", E, V, true));
   INFER_ASSIGN_OR_RETURN(output_norm_, vector(w, "output_norm.weight", E, true));
-  INFER_ASSIGN_OR_RETURN(output_, matrix(w, "output.weight", E, V, false));
+  INFER_ASSIGN_OR_RETURN(output_, matrix(w, "output.weight", E, V, false, &rot_output_));
   output_tied_ = !present(output_);
   if (output_tied_) output_ = tok_embd_;  // tied embeddings
   INFER_ASSIGN_OR_RETURN(output_bias_, vector(w, "output.bias", V, false));
@@ -92,6 +97,14 @@ Status Decoder::bind(const LoadOptions& options) {
     rope_factors_ = static_cast<const float*>(factors.data);
   }
 
+  // Matrices sharing an input must share its rotation (it is applied once, in place).
+  const auto same_rotation = [&](int l, const char* what, std::initializer_list<int> rotations) -> Result<int> {
+    for (int r : rotations)
+      if (r != *rotations.begin())
+        return unsupported(f.path() + ": blk." + std::to_string(l) + ": " + what +
+                           " rotate their shared input differently (one input rotation for all of them is supported)");
+    return *rotations.begin();
+  };
   layers_.resize(static_cast<size_t>(s.n_layer));
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -108,27 +121,31 @@ Status Decoder::bind(const LoadOptions& options) {
     INFER_ASSIGN_OR_RETURN(L.ffn_norm, vector(w, p + "ffn_norm.weight", E, true));
     // A fused QKV matrix is taken wherever the file has one (as llama.cpp does for every family).
     if (s.fused_qkv || f.find_tensor(p + "attn_qkv.weight")) {
-      INFER_ASSIGN_OR_RETURN(L.wqkv, matrix(w, p + "attn_qkv.weight", E, QD + 2 * KVD, true));
+      INFER_ASSIGN_OR_RETURN(L.wqkv, matrix(w, p + "attn_qkv.weight", E, QD + 2 * KVD, true, &L.rot_qkv));
       fused_layers_ = true;
       INFER_ASSIGN_OR_RETURN(L.bqkv, vector(w, p + "attn_qkv.bias", QD + 2 * KVD, s.qkv_bias_required));
     } else {
-      INFER_ASSIGN_OR_RETURN(L.wq, matrix(w, p + "attn_q.weight", E, QD, true));
-      INFER_ASSIGN_OR_RETURN(L.wk, matrix(w, p + "attn_k.weight", E, KVD, true));
-      INFER_ASSIGN_OR_RETURN(L.wv, matrix(w, p + "attn_v.weight", E, KVD, true));
+      int rq = 0, rk = 0, rv = 0;
+      INFER_ASSIGN_OR_RETURN(L.wq, matrix(w, p + "attn_q.weight", E, QD, true, &rq));
+      INFER_ASSIGN_OR_RETURN(L.wk, matrix(w, p + "attn_k.weight", E, KVD, true, &rk));
+      INFER_ASSIGN_OR_RETURN(L.wv, matrix(w, p + "attn_v.weight", E, KVD, true, &rv));
+      INFER_ASSIGN_OR_RETURN(L.rot_qkv, same_rotation(l, "attn_q, attn_k and attn_v", {rq, rk, rv}));
       INFER_ASSIGN_OR_RETURN(L.bq, vector(w, p + "attn_q.bias", QD, s.qkv_bias_required));
       INFER_ASSIGN_OR_RETURN(L.bk, vector(w, p + "attn_k.bias", KVD, s.qkv_bias_required));
       INFER_ASSIGN_OR_RETURN(L.bv, vector(w, p + "attn_v.bias", KVD, s.qkv_bias_required));
       separate_layers_ = true;
     }
-    INFER_ASSIGN_OR_RETURN(L.wo, matrix(w, p + "attn_output.weight", QD, E, true));
+    INFER_ASSIGN_OR_RETURN(L.wo, matrix(w, p + "attn_output.weight", QD, E, true, &L.rot_o));
     INFER_ASSIGN_OR_RETURN(L.bo, vector(w, p + "attn_output.bias", E, false));
     if (s.fused_gate_up) {
-      INFER_ASSIGN_OR_RETURN(L.w_up, matrix(w, p + "ffn_up.weight", E, 2 * F, true));
+      INFER_ASSIGN_OR_RETURN(L.w_up, matrix(w, p + "ffn_up.weight", E, 2 * F, true, &L.rot_up));
     } else {
-      INFER_ASSIGN_OR_RETURN(L.w_gate, matrix(w, p + "ffn_gate.weight", E, F, true));
-      INFER_ASSIGN_OR_RETURN(L.w_up, matrix(w, p + "ffn_up.weight", E, F, true));
+      int rg = 0, ru = 0;
+      INFER_ASSIGN_OR_RETURN(L.w_gate, matrix(w, p + "ffn_gate.weight", E, F, true, &rg));
+      INFER_ASSIGN_OR_RETURN(L.w_up, matrix(w, p + "ffn_up.weight", E, F, true, &ru));
+      INFER_ASSIGN_OR_RETURN(L.rot_up, same_rotation(l, "ffn_gate and ffn_up", {rg, ru}));
     }
-    INFER_ASSIGN_OR_RETURN(L.w_down, matrix(w, p + "ffn_down.weight", F, E, true));
+    INFER_ASSIGN_OR_RETURN(L.w_down, matrix(w, p + "ffn_down.weight", F, E, true, &L.rot_down));
     L.windowed = s.sliding_window > 0 && s.window_layers[static_cast<size_t>(l)] != 0;
   }
 
@@ -204,9 +221,13 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
     INFER_RETURN_IF_ERROR(ops::rope_table(be, {s.n_rot, s.rope_base_window, 1.0f, nullptr}, b.positions, rope_window));
   }
 
+  // A linear layer's online input rotation (its weight stored rotated), in place: each input is read
+  // by its matrices only.
+  const auto rotate = [&be](const TensorView& in, int block) { return block > 0 ? ops::hadamard(be, in, block) : Status::ok(); };
   for (int l = 0; l < s.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     INFER_RETURN_IF_ERROR(ops::rms_norm(be, x, L.attn_norm, h, s.rms_eps));
+    INFER_RETURN_IF_ERROR(rotate(h, L.rot_qkv));
     const bool is_fused = present(L.wqkv);
     const TensorView& q = is_fused ? fused[0] : separate[0];
     const TensorView& k = is_fused ? fused[1] : separate[1];
@@ -231,12 +252,14 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
     if (s.q_scale > 0) INFER_RETURN_IF_ERROR(ops::scale(be, q, s.q_scale));
     INFER_RETURN_IF_ERROR(ops::kv_write(be, attention_, kv, l, rows, k, v));
     INFER_RETURN_IF_ERROR(ops::attention(be, attention_, kv, l, rows, q, att));
+    INFER_RETURN_IF_ERROR(rotate(att, L.rot_o));
     INFER_RETURN_IF_ERROR(linear(be, L.wo, att, tmp, l, "attn_output.weight"));
     if (present(L.bo)) INFER_RETURN_IF_ERROR(ops::add_bias(be, tmp, L.bo));
     if (s.post_norms) INFER_RETURN_IF_ERROR(ops::rms_norm(be, tmp, L.post_attn_norm, tmp, s.rms_eps));
     INFER_RETURN_IF_ERROR(ops::add(be, x, tmp));
 
     INFER_RETURN_IF_ERROR(ops::rms_norm(be, x, L.ffn_norm, h, s.rms_eps));
+    INFER_RETURN_IF_ERROR(rotate(h, L.rot_up));
     if (s.fused_gate_up) {
       INFER_RETURN_IF_ERROR(linear(be, L.w_up, h, gate_up, l, "ffn_up.weight"));
     } else {
@@ -244,6 +267,7 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
       INFER_RETURN_IF_ERROR(linear(be, L.w_up, h, up, l, "ffn_up.weight"));
     }
     INFER_RETURN_IF_ERROR(ops::glu(be, s.activation, gate, up, gate));
+    INFER_RETURN_IF_ERROR(rotate(gate, L.rot_down));
     INFER_RETURN_IF_ERROR(linear(be, L.w_down, gate, tmp, l, "ffn_down.weight"));
     if (s.post_norms) INFER_RETURN_IF_ERROR(ops::rms_norm(be, tmp, L.post_ffn_norm, tmp, s.rms_eps));
     INFER_RETURN_IF_ERROR(ops::add(be, x, tmp));
@@ -258,6 +282,7 @@ Status Decoder::forward(const Batch& b, const KvView& kv, float* logits, Backend
   INFER_ASSIGN_OR_RETURN(TensorView sel, be.activation(kSel, E, m));
   INFER_RETURN_IF_ERROR(ops::copy_rows(be, x, logit_rows_, sel));
   INFER_RETURN_IF_ERROR(ops::rms_norm(be, sel, output_norm_, sel, s.rms_eps));
+  INFER_RETURN_IF_ERROR(rotate(sel, rot_output_));
   const TensorView out = ops::rows_view(logits, s.n_vocab, m, s.n_vocab, be.device());
   INFER_RETURN_IF_ERROR(linear(be, output_, sel, out, -1, output_tied_ ? "token_embd.weight" : "output.weight"));
   if (present(output_bias_)) INFER_RETURN_IF_ERROR(ops::add_bias(be, out, output_bias_));

@@ -59,6 +59,10 @@ struct LoadOptions {
   // whose rows are whole 32-element blocks, as llama-quantize --pure would); empty: keep the
   // file's types. Norms and already-quantized matrices keep theirs.
   std::optional<DType> weight_type;
+  // With weight_type I8_ROW (W8A8), store each matrix rotated on its input columns, W H, and rotate
+  // its input online (TensorInfo::input_rotation, quant/int8_rows.hpp's i8_input_rotation): the
+  // accuracy of infer-quantize's int8 checkpoints. Off: INFER_WEIGHT_ROTATE=0 (Engine).
+  bool rotate_int8 = true;
   // Hears the fraction of the weights bound (0 to 1) while the model loads; may be empty.
   std::function<void(double)> progress;
   // The backend forward() will run on, which prepares each weight matrix for its kernels at load

@@ -7,6 +7,7 @@
 #include "core/status_macros.hpp"
 #include "format/hf_directory.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
+#include "kernels/cpu/hadamard.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
@@ -181,6 +182,9 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
   INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
   std::vector<float> row(static_cast<size_t>(n));
   auto* out = c.data.as<uint8_t>();
+  // INT8 W8A8: W H stored, x rotated online (TensorInfo::input_rotation), unless the file's
+  // weight is rotated already (its rotation stays).
+  const int32_t rotation = *weight_type_ == DType::i8_row && rotate_int8_ && t->input_rotation == 0 ? i8_input_rotation(n) : 0;
   // FP8 with one scale per matrix: max|W| first.
   const bool per_tensor = *weight_type_ == DType::f8_tensor;
   float amax = 0.0f;
@@ -193,11 +197,13 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(file_.path() + ": " + t->name + ": a weight is not finite (cannot quantize)");
     void* dst = out + static_cast<size_t>(r) * *row_bytes;
+    if (rotation > 0) hadamard_blocks(row.data(), n, rotation);
     if (per_tensor) quantize_row_f8_scaled(row.data(), dst, n, amax / 448.0f);
     else quantize(row.data(), dst, n);
   }
   c.info = *t;
   c.info.dtype = *weight_type_;
+  if (rotation > 0) c.info.input_rotation = rotation;
   c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
   c.info.view = TensorView::contiguous(*weight_type_, t->n_dims, t->shape, c.data.data());
   store_->push_back(std::move(c));

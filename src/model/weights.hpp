@@ -49,6 +49,8 @@ class WeightBinder {
   Result<const TensorInfo*> optional(const std::string& name, std::initializer_list<int64_t> shape) const;
   // A small tensor (norm weights, RoPE factors) converted to F32, for the model to keep.
   Result<AlignedBuffer> load_f32(const TensorInfo& t) const;
+  // I8_ROW conversions rotate each matrix's input columns (LoadOptions::rotate_int8); on by default.
+  void set_rotate_int8(bool on) { rotate_int8_ = on; }
 
  private:
   // The tensor `name` with exactly the given shape, or nullptr; its type unchecked.
@@ -62,6 +64,7 @@ class WeightBinder {
   std::deque<ConvertedTensor>* store_ = nullptr;
   std::function<void(double)> progress_;
   uint64_t total_bytes_ = 0, bound_bytes_ = 0;
+  bool rotate_int8_ = true;
 };
 
 // Metadata lookups that fail with a message naming the file and the key.

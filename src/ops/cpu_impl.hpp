@@ -21,6 +21,7 @@ void add(const TensorView& x, const TensorView& y);
 void add_bias(const TensorView& x, const float* bias);
 void scale(const TensorView& x, float s);
 void softcap(const TensorView& x, float cap);
+void hadamard(ThreadPool& pool, const TensorView& x, int block);
 void glu(ThreadPool& pool, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out);
 void copy_rows(const TensorView& x, std::span<const int32_t> rows, const TensorView& out);
 Status plan_attention(ThreadPool& pool, AttentionPlan& plan);

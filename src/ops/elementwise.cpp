@@ -57,6 +57,21 @@ Status softcap(Backend& be, const TensorView& x, float cap) {
   return Status::ok();
 }
 
+Status hadamard(Backend& be, const TensorView& x, int block) {
+  const OpTimer timer("hadamard");
+  INFER_RETURN_IF_ERROR(check_f32(be, "hadamard", "x", x));
+  if (block < 2 || block > kMaxInputRotation || (block & (block - 1)) != 0 || x.shape[0] % block != 0)
+    return invalid_argument("hadamard: a rotation of " + std::to_string(block) + " columns does not fit rows of " +
+                            std::to_string(x.shape[0]) + " (a power of two from 2 to " + std::to_string(kMaxInputRotation) +
+                            " dividing them)");
+#if INFER_WITH_CUDA
+  if (be.device() == Device::cuda) return gpu::hadamard(be, x, block);
+#endif
+  if (be.device() != Device::cpu) return no_kernel(be, "hadamard");
+  cpu::hadamard(cpu_pool(be), x, block);
+  return Status::ok();
+}
+
 Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out) {
   const OpTimer timer("glu");
   INFER_RETURN_IF_ERROR(check_f32(be, "glu", "gate", gate));

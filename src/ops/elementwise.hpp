@@ -18,6 +18,13 @@ Status scale(Backend& be, const TensorView& x, float s);
 // x = tanh(x / cap) * cap (Gemma's logit soft-capping).
 Status softcap(Backend& be, const TensorView& x, float cap);
 
+// Each row's blocks of `block` columns multiplied by H_block, the orthonormal Walsh-Hadamard
+// matrix (kernels/cpu/hadamard.hpp's butterflies, the same bits on every ISA): the online input
+// rotation of a linear layer whose weight was stored rotated (TensorInfo::input_rotation). `block`
+// a power of two from 2 to kMaxInputRotation dividing the columns.
+inline constexpr int kMaxInputRotation = 1 << 15;
+Status hadamard(Backend& be, const TensorView& x, int block);
+
 // The gated activations of the MLP: out = act(gate) * up, element-wise (out may be gate).
 //   silu: gate / (1 + exp(-gate))                 (SwiGLU: Llama, Qwen, Phi-3)
 //   gelu: GELU, tanh approximation, through ggml's F16 table (GeGLU: Gemma)

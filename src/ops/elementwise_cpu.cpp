@@ -27,6 +27,12 @@ void softcap(const TensorView& x, float cap) {
   }
 }
 
+void hadamard(ThreadPool& pool, const TensorView& x, int block) {
+  pool.parallel_for(static_cast<size_t>(x.shape[1]), [&](size_t begin, size_t end) {
+    for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) hadamard_inplace(row_f32(x, r), x.shape[0], block);
+  });
+}
+
 void glu(ThreadPool& pool, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out) {
   // Rows are independent: split over the threads (a prompt's rows are n_ff wide each).
   pool.parallel_for(static_cast<size_t>(gate.shape[1]), [&](size_t begin, size_t end) {

@@ -24,6 +24,7 @@ Status add(Backend& be, const TensorView& x, const TensorView& y);
 Status add_bias(Backend& be, const TensorView& x, const TensorView& bias);
 Status scale(Backend& be, const TensorView& x, float s);
 Status softcap(Backend& be, const TensorView& x, float cap);
+Status hadamard(Backend& be, const TensorView& x, int block);
 Status glu(Backend& be, Activation act, const TensorView& gate, const TensorView& up, const TensorView& out);
 Status copy_rows(Backend& be, const TensorView& x, std::span<const int32_t> rows, const TensorView& out);
 // Uploads the step's rows (positions, first visible positions, block tables) for kv_write and

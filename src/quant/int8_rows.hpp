@@ -32,6 +32,17 @@ namespace infer {
 inline constexpr int64_t kI8RowBlock = 32;          // n must be a multiple of this
 inline constexpr int64_t kI8RowMaxElements = 1 << 17;  // keeps every integer dot inside int32
 
+// The online input rotation libinfer gives an INT8 W8A8 matrix of n columns (TensorInfo::
+// input_rotation; --weight-type int8 and infer-quantize's int8 checkpoints alike): the largest power
+// of two dividing n, at most 4096 (32 or more, n being a multiple of 32). The per-token
+// quantization of a rotated activation row no longer takes its one scale from a few outlier
+// channels: H spreads each over the block.
+inline constexpr int32_t kI8MaxInputRotation = 4096;
+inline constexpr int32_t i8_input_rotation(int64_t n) {
+  const int64_t low = n & -n;
+  return static_cast<int32_t>(low < kI8MaxInputRotation ? low : kI8MaxInputRotation);
+}
+
 // Bytes of a row of n elements (n + 8).
 inline constexpr int64_t i8_row_bytes(int64_t n) { return n + 8; }
 

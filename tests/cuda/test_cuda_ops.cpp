@@ -126,6 +126,11 @@ TEST_CASE("cuda element-wise ops, RMSNorm and RoPE match the CPU within float32 
     REQUIRE(ops::softcap(p.cpu, x.c, 1.5f).is_ok());
     REQUIRE(ops::softcap(*p.gpu, x.g, 1.5f).is_ok());
     compare("softcap", x, 1e-6);
+    for (int block : {128, 64}) {  // the same butterflies: the same bits
+      REQUIRE(ops::hadamard(p.cpu, x.c, block).is_ok());
+      REQUIRE(ops::hadamard(*p.gpu, x.g, block).is_ok());
+      compare("hadamard", x, 0);
+    }
   }
   for (ops::Activation a : {ops::Activation::silu, ops::Activation::gelu}) {
     auto gs = randn(cols * rows, 4, 3.0f);

@@ -34,8 +34,17 @@ float, as the source). With --calib, GPTQ follows (its default): the same factor
 codes in most matrices, the same bytes on one and two threads (its arithmetic:
 tests/unit/test_gptq.cpp).
 
+(These comparisons are unrotated: INFER_WEIGHT_ROTATE=0 and infer-quantize --no-rotate.) From BF16
+directories, infer-quantize int8 rotates every linear layer's input online by default: its
+transform_config and Sylvester matrices are checked, and the checkpoint computes what --weight-type
+int8 computes, rotated too, bit for bit.
+
 An int-quantized INT8 checkpoint whose scheme has no input_activations computes weight-only (as
 --weight-type w8a16), not as W8A8.
+
+Online input rotations of any checkpoint (transform_config, type "hadamard"): a float checkpoint
+whose weights numpy rotated computes the source's logits within float32 rounding, and not without
+its transform_config; the transforms libinfer does not run are refused by name.
 
 Then the refusals, each a one-line error naming the cause: an unknown quant_method, 8-bit weights
 declared pack-quantized with quantized activations, INT8 groups with and without quantized
@@ -184,6 +193,59 @@ def scheme_config(scheme, fmt=None):
                                           "output_activations": None}}}
 
 
+def sylvester(n):
+    """Sylvester's Hadamard matrix, entries (-1)^popcount(i & j), from its definition (unnormalized)."""
+    i = np.arange(n)
+    bits = np.bitwise_and.outer(i, i)
+    parity = np.zeros_like(bits)
+    while bits.any():
+        parity ^= bits & 1
+        bits >>= 1
+    return np.where(parity == 1, -1.0, 1.0)
+
+
+def rotate_columns(w, block):
+    """w R in float64: R block-diagonal, blocks of H_block / sqrt(block) over consecutive columns."""
+    rows, n = w.shape
+    h = sylvester(block) / np.sqrt(block)
+    return (w.astype(np.float64).reshape(rows, n // block, block) @ h).reshape(rows, n)
+
+
+def check_written_rotations(written):
+    """infer-quantize int8's transform_config: every INT8 linear layer's input rotated by one
+    "hadamard" scheme (blocks of the largest power of two dividing its columns, at most 4096), online
+    (input) and folded (weight_input, inverse) over the same modules, each scheme's matrix stored
+    once as Sylvester's +-1 entries."""
+    tensors = read_safetensors(os.path.join(written, "model.safetensors"))
+    with open(os.path.join(written, "config.json")) as f:
+        groups = json.load(f)["quantization_config"].get("transform_config", {}).get("config_groups", {})
+    bad, rotation = [], {}
+    for name, s in groups.items():
+        online = [a for a in s["apply"] if a["location"] == "input"]
+        folded = [a for a in s["apply"] if a["location"] == "weight_input"]
+        if s["type"] != "hadamard" or s["randomize"] or len(online) != 1 or len(folded) != 1 or \
+                online[0]["targets"] != folded[0]["targets"] or not folded[0]["inverse"]:
+            bad.append(f"scheme {name}: {s}")
+            continue
+        for m in online[0]["targets"]:
+            rotation[m] = s["head_dim"]
+        matrices = [k for k in tensors if k.endswith(f".{name}_input.weight")]
+        if len(matrices) != 1:
+            bad.append(f"scheme {name}: {len(matrices)} matrices stored")
+            continue
+        dt, shape, data = tensors[matrices[0]]
+        if dt != "BF16" or shape != [s["head_dim"]] * 2 or \
+                not np.array_equal(as_f32("BF16", data).reshape(shape), sylvester(s["head_dim"]).astype(np.float32)):
+            bad.append(f"{matrices[0]}: {dt} {shape}, not Sylvester's matrix")
+    for k, (dt, shape, _) in tensors.items():
+        if is_linear(k) and dt == "I8":
+            n = shape[1]
+            want = min(n & -n, 4096)
+            if rotation.get(k[:-len(".weight")]) != want:
+                bad.append(f"{k}: rotation {rotation.get(k[:-len('.weight')])}, expected {want}")
+    return bad
+
+
 def write_pair(src, snapped_dir, compressed_dir, scheme, scale_dtype):
     """The snapped F32 directory and its compressed-tensors twin, both from src."""
     for d in (snapped_dir, compressed_dir):
@@ -225,6 +287,9 @@ with tempfile.TemporaryDirectory() as tmp:
         return gguf_and_directory(tmp, label, ["--type", "f32"] + make)[1]
 
     schemes = (("int8", "BF16"), ("w8a16", "F32"), ("fp8", "F32"), ("fp8-tensor", "BF16"), ("fp8-dynamic", "BF16"))
+    # The numpy-made INT8 checkpoints store unrotated weights: --weight-type int8 and infer-quantize
+    # int8 must not rotate for these comparisons (INFER_WEIGHT_ROTATE=0, --no-rotate).
+    os.environ["INFER_WEIGHT_ROTATE"] = "0"
     for prefix in ("ref", "gemma3", "qwen2", "qwen3", "phi3"):
         src = base_dir(prefix, make_args(prefix))
         for scheme, scale_dtype in schemes:
@@ -254,7 +319,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 # infer-quantize writes the checkpoint from the snapped F32 directory: the same codes
                 # and scales as the numpy-made one (scales as F32), the same config fields.
                 written = os.path.join(tmp, f"{prefix}-{scheme}-written")
-                run([tool("infer-quantize"), snapped, written, scheme, "-t", "2"])
+                run([tool("infer-quantize"), snapped, written, scheme, "-t", "2"] + (["--no-rotate"] if scheme == "int8" else []))
                 mine, theirs = read_safetensors(os.path.join(written, "model.safetensors")), \
                     read_safetensors(os.path.join(compressed, "model.safetensors"))
                 diff = compare_checkpoints(mine, theirs)
@@ -277,9 +342,11 @@ with tempfile.TemporaryDirectory() as tmp:
                                    f"scales, and the preset's config")
             except Exception as e:  # one failing model must not hide the others
                 failures.append(f"{label}: {e}")
+    del os.environ["INFER_WEIGHT_ROTATE"]
 
     # infer-quantize from BF16 checkpoints (no snapping): the checkpoint computes what --weight-type
-    # computes on the BF16 directory, bit for bit.
+    # computes on the BF16 directory, bit for bit (int8: both rotated, and both not with --no-rotate /
+    # INFER_WEIGHT_ROTATE=0).
     for prefix in ("ref", "phi3"):
         src = gguf_and_directory(tmp, prefix + "-bf16", ["--type", "bf16"] + make_args(prefix))[1]
         for scheme in ("int8", "w8a16", "fp8", "fp8-tensor", "fp8-dynamic"):
@@ -294,8 +361,113 @@ with tempfile.TemporaryDirectory() as tmp:
                     failures.append(f"{label}: the checkpoint computes differently from --weight-type {scheme}")
                 else:
                     checked.append(f"{label}: {len(la)} rows of logits and the perplexity identical to --weight-type {scheme}")
+                if scheme == "int8":
+                    bad = check_written_rotations(written)
+                    unrotated = os.path.join(tmp, f"{prefix}-bf16-int8-unrotated")
+                    run([tool("infer-quantize"), src, unrotated, "int8", "--no-rotate"])
+                    with open(os.path.join(unrotated, "config.json")) as f:
+                        if "transform_config" in json.load(f)["quantization_config"]:
+                            bad.append("--no-rotate wrote a transform_config")
+                    os.environ["INFER_WEIGHT_ROTATE"] = "0"
+                    lu = logits_of(src, scheme)
+                    del os.environ["INFER_WEIGHT_ROTATE"]
+                    if logits_of(unrotated) != lu:
+                        bad.append("--no-rotate's checkpoint computes differently from INFER_WEIGHT_ROTATE=0 --weight-type int8")
+                    if lu == la:
+                        bad.append("the rotated and unrotated INT8 models compute the same logits")
+                    if bad:
+                        failures.append(f"{label} rotations: " + "; ".join(bad[:4]))
+                    else:
+                        checked.append(f"{label}: every linear layer's input rotated (transform_config, one Sylvester "
+                                       f"matrix per size); --no-rotate as INFER_WEIGHT_ROTATE=0, and different")
             except Exception as e:
                 failures.append(f"{label}: {e}")
+
+    # Online input rotations (compressed-tensors' transform_config, type "hadamard", as llm-compressor's
+    # QuIP and SpinQuant modifiers write it): a float checkpoint whose linear weights are stored as
+    # W R, R the block Walsh-Hadamard matrix computed here in float64 from its definition, computes
+    # the source's logits within float32 rounding (1e-3 of a row's largest) when its transform_config names R (one scheme in
+    # blocks of 64 over "Linear" but down_proj and lm_head, one over the whole of down_proj's input
+    # by a pattern; their matrices stored as +-1 BF16 and as normalized F32), and does not without.
+    def rotated_twin(src, dst, transforms=True):
+        shutil.copytree(src, dst)
+        weights = load_file(os.path.join(src, "model.safetensors"))
+        out = []
+        for name in sorted(weights):
+            w = weights[name]
+            if is_linear(name):
+                w = rotate_columns(w, w.shape[1] if name.endswith("down_proj.weight") else 64).astype(np.float32)
+            out.append((name, {"float32": "F32", "float16": "F16"}[str(w.dtype)], w.shape, np.ascontiguousarray(w).tobytes()))
+        if transforms:
+            n_ff = weights["model.layers.0.mlp.down_proj.weight"].shape[1]
+            q = "q_proj" if "model.layers.0.self_attn.q_proj.weight" in weights else "qkv_proj"  # Phi-3's is fused
+            out.append((f"model.layers.0.self_attn.{q}.v_input.weight", "BF16", (64, 64), bf16_bytes(sylvester(64))))
+            out.append(("model.layers.0.mlp.down_proj.d_input.weight", "F32", (n_ff, n_ff),
+                        (sylvester(n_ff) / np.sqrt(n_ff)).astype("<f4").tobytes()))
+        write_safetensors(os.path.join(dst, "model.safetensors"), out)
+        if transforms:
+            def scheme(targets, ignore, head_dim):
+                return {"type": "hadamard", "randomize": False, "requires_grad": False, "head_dim": head_dim,
+                        "precision": "torch.float32",
+                        "apply": [{"targets": targets, "location": "input", "inverse": False, "ignore": ignore},
+                                  {"targets": targets, "location": "weight_input", "inverse": True, "ignore": ignore}]}
+            with open(os.path.join(dst, "config.json")) as f:
+                config = json.load(f)
+            config["quantization_config"] = {
+                "quant_method": "compressed-tensors", "format": "dense", "quantization_status": "compressed",
+                "config_groups": {}, "ignore": [],
+                "transform_config": {"config_groups": {"v": scheme(["Linear"], ["lm_head", "re:.*down_proj$"], 64),
+                                                       "d": scheme(["re:.*mlp\\.down_proj$"], [], None)}}}
+            with open(os.path.join(dst, "config.json"), "w") as f:
+                json.dump(config, f)
+
+    def worst_relative(a, b):
+        return max(max(abs(x - y) for x, y in zip(p, q)) / max(abs(y) for y in q) for p, q in zip(a, b))
+
+    for prefix in ("ref", "gemma3", "phi3"):
+        label = f"{prefix} online Hadamard input rotations"
+        try:
+            src = os.path.join(tmp, prefix)
+            twin, bare = os.path.join(tmp, prefix + "-rotated"), os.path.join(tmp, prefix + "-rotated-bare")
+            rotated_twin(src, twin)
+            rotated_twin(src, bare, transforms=False)
+            l0, lr = logits_of(src), logits_of(twin)
+            within, without = worst_relative(lr, l0), worst_relative(logits_of(bare), l0)
+            if within > 1e-3 or without < 1e-1:
+                failures.append(f"{label}: logits within {within:.3g} of the source's with the transform_config "
+                                f"(bound 1e-3, as the smoothed Gemma's), {without:.3g} without (must be over 1e-1)")
+            else:
+                checked.append(f"{label}: the rotated float checkpoint's logits within {within:.2g} of the source's "
+                               f"(without its transform_config: {without:.2g})")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
+    # The transforms libinfer refuses, each by name.
+    good = os.path.join(tmp, "ref-rotated")
+
+    def transforms(fn):
+        return edit_config(lambda c: fn(c["quantization_config"]["transform_config"]["config_groups"]))
+
+    def only_q(g):
+        g["v"]["apply"][0]["targets"] = ["re:.*q_proj$"]
+    refused(tmp, good, "random-hadamard", transforms(lambda g: g["v"].update(type="random-hadamard")),
+            "transform type 'random-hadamard' is not supported")
+    refused(tmp, good, "randomized permutation", transforms(lambda g: g["v"].update(randomize=True)),
+            "randomized Hadamard transforms")
+    refused(tmp, good, "online output transform", transforms(lambda g: g["d"]["apply"][0].update(location="output")),
+            "online 'output' transforms are not supported")
+    refused(tmp, good, "head_dim not a power of two", transforms(lambda g: g["v"].update(head_dim=48)),
+            "head_dim must be a power of two")
+    refused(tmp, good, "blocks wider than the input", transforms(lambda g: g["v"].update(head_dim=1024)),
+            "rotates blocks of 1024 of its 256 input columns")
+    refused(tmp, good, "two input transforms of a module", transforms(lambda g: g["d"]["apply"][0].update(targets=["Linear"])),
+            "two online input transforms")
+    refused(tmp, good, "q, k and v rotated apart", transforms(only_q), "rotate their shared input differently")
+    flipped = sylvester(64)
+    flipped[3, 5] = -flipped[3, 5]
+    refused(tmp, good, "a transform matrix that is not Sylvester's", edit_tensors(
+        lambda ts: [(n, d, s, bf16_bytes(flipped)) if n.endswith("v_input.weight") else (n, d, s, b) for n, d, s, b in ts]),
+            "is not Sylvester's Hadamard matrix (entry [3, 5])")
 
     # The FP8 preset (per-tensor weights, a static input_scale) runs as W8A8-FP8 with per-token
     # activations: as the FP8_DYNAMIC checkpoint of the same codes with the tensor scale in every row.

@@ -1,5 +1,5 @@
 // The element-wise kernels of kernels/cpu/ops.hpp: each SIMD twin against its scalar reference,
-// bit for bit, and the reference against float64.
+// bit for bit, and the reference against float64; ops::hadamard against float64.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,9 +8,14 @@
 #include <random>
 #include <vector>
 
+#include "attention_cache.hpp"
+#include "backend/backend.hpp"
 #include "core/cpu_features.hpp"
 #include "core/half.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/cpu/ops.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/op_util.hpp"
 #include "quant_test_util.hpp"
 
 using namespace infer;
@@ -56,7 +61,7 @@ TEST_CASE("gelu_mul: the AVX2 kernel gives the scalar reference's bits on every 
   }
 }
 
-TEST_CASE("every ISA's variant of the norm, activation and RoPE kernels gives the scalar variant's bits", "[ops]") {
+TEST_CASE("every ISA's variant of the norm, activation, RoPE and Hadamard kernels gives the scalar variant's bits", "[ops]") {
   const int64_t n = 517;  // vector bodies and a tail
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-9.0f, 9.0f);
@@ -96,6 +101,11 @@ TEST_CASE("every ISA's variant of the norm, activation and RoPE kernels gives th
     heads.assign(x.begin(), x.begin() + 4 * 96);
     rope_apply_neox(heads.data(), 4, 96, 64, cs.data());
     append(heads);
+    for (int block : {2, 4, 8, 16, 32, 64, 512}) {  // within one vector, several, and the whole row
+      y.assign(x.begin(), x.begin() + 512);
+      hadamard_inplace(y.data(), 512, block);
+      append(y);
+    }
     return out;
   };
   std::vector<float> expect;
@@ -147,5 +157,38 @@ TEST_CASE("rms_norm_rows gives every row rms_norm's bits, on every ISA, for any 
         }
       }
     }
+  }
+}
+
+TEST_CASE("ops::hadamard rotates each row's blocks by the orthonormal Walsh-Hadamard matrix, strided rows too, and "
+          "refuses blocks that do not fit", "[ops]") {
+  ThreadPool pool(2);
+  CpuBackend be(pool);
+  const int64_t cols = 1536, rows = 5;  // SmolLM2's down_proj input: 3 blocks of 512
+  auto x = be.activation(0, 2 * cols, rows);
+  REQUIRE(x.ok());
+  const auto values = test::random_floats(static_cast<size_t>(2 * cols * rows), 7, -4.0f, 4.0f);
+  std::copy(values.begin(), values.end(), static_cast<float*>(x->data));
+  for (int block : {512, 64}) {
+    // The second half of each row: a column slice, as Phi-3's fused gate/up gives the down input.
+    std::vector<float> before(static_cast<float*>(x->data), static_cast<float*>(x->data) + 2 * cols * rows);
+    REQUIRE(ops::hadamard(be, ops::column_slice(*x, cols, cols), block).is_ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* got = ops::row_f32(*x, r);
+      const float* was = before.data() + r * 2 * cols;
+      std::vector<double> expect(was + cols, was + 2 * cols);
+      test::hadamard_reference(expect.data(), static_cast<int>(cols), block);
+      for (int64_t i = 0; i < cols; ++i) {
+        INFO("block " << block << " row " << r << " column " << i);
+        REQUIRE(got[i] == was[i]);  // the first half untouched
+        REQUIRE(std::fabs(double(got[cols + i]) - expect[static_cast<size_t>(i)]) <= 1e-5 * 4 * std::sqrt(double(block)));
+      }
+    }
+  }
+  for (int bad : {0, 1, 3, 96, 1024, 1 << 16}) {
+    INFO("block " << bad);
+    const Status s = ops::hadamard(be, ops::column_slice(*x, 0, cols), bad);
+    REQUIRE(s.code() == StatusCode::invalid_argument);
+    REQUIRE(s.message().find("hadamard") != std::string::npos);
   }
 }

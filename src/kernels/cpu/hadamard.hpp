@@ -1,4 +1,5 @@
-// The orthonormal Walsh-Hadamard transform of a rotated KV cache (core/kv_view.hpp).
+// The orthonormal Walsh-Hadamard transform of a rotated KV cache (core/kv_view.hpp) and of the
+// online input rotation of linear layers (ops::hadamard; in double, the quantizer's second moments).
 //
 // H_n (n a power of two) is Sylvester's matrix scaled by 1/sqrt(n): H_n[i][j] = (-1)^popcount(i & j)
 // / sqrt(n). It is symmetric and orthogonal, so H_n H_n = I and (H q) . (H k) = q . k. It is
@@ -13,15 +14,16 @@
 namespace infer {
 
 // x[b*n .. b*n + n) <- H_n x[b*n .. b*n + n) for each block b of the `len` elements (len a
-// multiple of n; n a power of two).
-inline void hadamard_blocks(float* x, int64_t len, int n) noexcept {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(n));
+// multiple of n; n a power of two). T: float or double.
+template <class T>
+inline void hadamard_blocks(T* x, int64_t len, int n) noexcept {
+  const T scale = T(1) / std::sqrt(static_cast<T>(n));
   for (int64_t b = 0; b < len; b += n) {
-    float* y = x + b;
+    T* y = x + b;
     for (int s = 1; s < n; s *= 2)
       for (int i = 0; i < n; i += 2 * s)
         for (int j = i; j < i + s; ++j) {
-          const float a = y[j], c = y[j + s];
+          const T a = y[j], c = y[j + s];
           y[j] = a + c;
           y[j + s] = a - c;
         }

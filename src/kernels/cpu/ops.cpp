@@ -20,6 +20,7 @@ namespace infer {
   void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept; \
   void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept; \
   void scale_inplace(float* x, float s, int64_t n) noexcept; \
+  void hadamard_inplace(float* x, int64_t len, int n) noexcept; \
   }
 INFER_DECLARE_OPS(isa_ref)
 INFER_DECLARE_OPS(isa_avx2)
@@ -37,6 +38,7 @@ void rope_cache(const RopeParams& p, int32_t pos, float* cos_sin) noexcept { INF
 void rope_apply_norm(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept { INFER_ISA_DISPATCH(rope_apply_norm, x, n_heads, head_dim, n_rot, cos_sin); }
 void rope_apply_neox(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin) noexcept { INFER_ISA_DISPATCH(rope_apply_neox, x, n_heads, head_dim, n_rot, cos_sin); }
 void scale_inplace(float* x, float s, int64_t n) noexcept { INFER_ISA_DISPATCH(scale_inplace, x, s, n); }
+void hadamard_inplace(float* x, int64_t len, int n) noexcept { INFER_ISA_DISPATCH(hadamard_inplace, x, len, n); }
 
 float gelu_tanh(float x) noexcept {
   constexpr float kCoef = 0.044715f;

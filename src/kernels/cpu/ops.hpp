@@ -36,6 +36,13 @@ float gelu_tanh(float x) noexcept;
 // x *= s.
 void scale_inplace(float* x, float s, int64_t n) noexcept;
 
+// x[b .. b + n) <- H_n x[b .. b + n) for each block of n of the `len` elements: the butterflies of
+// kernels/cpu/hadamard.hpp's hadamard_blocks (its scalar twin), the same operations on each element
+// in the same stage order, so every variant gives its bits. The AVX2 / AVX-512 ones do the stages
+// within a vector (s < 8 or 16) by permutes in registers, the others a vector of pairs at a time.
+// n a power of two, len a multiple of n.
+void hadamard_inplace(float* x, int64_t len, int n) noexcept;
+
 // x += y.
 void add_inplace(float* x, const float* y, int64_t n) noexcept;
 

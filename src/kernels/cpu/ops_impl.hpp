@@ -9,6 +9,7 @@
 #endif
 
 #include "kernels/cpu/exp_approx.hpp"
+#include "kernels/cpu/hadamard.hpp"
 #include "kernels/cpu/simd_lanes_impl.hpp"
 #include "kernels/cpu/ops.hpp"
 
@@ -119,6 +120,50 @@ void silu_mul(const float* g, const float* u, float* y, int64_t n) noexcept {
   for (; i + 7 < n; i += 8)
     for (int64_t j = i; j < i + 8; ++j) y[j] = g[j] / (1.0f + exp_ggml(0.0f - g[j])) * u[j];
   for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+// Stage s < W of the Walsh-Hadamard butterflies within one vector: lane j pairs with lane j ^ s;
+// the low lane of a pair takes a + c (v + p, the same sum), the high one a - c (p - v).
+inline SimdLanes::F hadamard_stage(SimdLanes::F v, int s) noexcept {
+#if defined(__AVX512F__)
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 p = _mm512_permutexvar_ps(_mm512_xor_si512(lanes, _mm512_set1_epi32(s)), v);
+  return _mm512_mask_sub_ps(_mm512_add_ps(v, p), _mm512_test_epi32_mask(lanes, _mm512_set1_epi32(s)), p, v);
+#else
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 p = _mm256_permutevar8x32_ps(v, _mm256_xor_si256(lanes, _mm256_set1_epi32(s)));
+  const __m256 high = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(lanes, _mm256_set1_epi32(s)), _mm256_set1_epi32(s)));
+  return _mm256_blendv_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), high);
+#endif
+}
+#endif
+
+void hadamard_inplace(float* x, int64_t len, int n) noexcept {
+#if defined(__AVX2__) && defined(__FMA__)
+  using S = SimdLanes;
+  if (n >= S::W) {
+    const S::F scale = S::set(1.0f / std::sqrt(static_cast<float>(n)));  // hadamard_blocks' float
+    for (int64_t b = 0; b < len; b += n) {
+      float* y = x + b;
+      for (int i = 0; i < n; i += S::W) {  // the stages s < W, each vector on its own
+        S::F v = S::load(y + i);
+        for (int s = 1; s < S::W; s *= 2) v = hadamard_stage(v, s);
+        S::store(y + i, v);
+      }
+      for (int s = S::W; s < n; s *= 2)
+        for (int i = 0; i < n; i += 2 * s)
+          for (int j = i; j < i + s; j += S::W) {
+            const S::F a = S::load(y + j), c = S::load(y + j + s);
+            S::store(y + j, S::add(a, c));
+            S::store(y + j + s, S::sub(a, c));
+          }
+      for (int i = 0; i < n; i += S::W) S::store(y + i, S::mul(S::load(y + i), scale));
+    }
+    return;
+  }
+#endif
+  hadamard_blocks(x, len, n);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) noexcept {

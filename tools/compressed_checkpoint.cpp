@@ -151,7 +151,9 @@ Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmooth
       else quantize_row_i8_row(row.data(), packed.data(), n);
       i8_rows_to_compressed(packed.data(), 1, n, reinterpret_cast<int8_t*>(out), scales + r);
     } else {
-      if (scheme == "fp8" || scheme == "fp8-dynamic") quantize_row_f8_row(row.data(), packed.data(), n);
+      if (gptq) quant::gptq_quantize_row_f8(row.data(), n, gptq->u, gptq->dead, scheme == "fp8-tensor" ? tensor_scale : 0.0f,
+                                            packed.data());
+      else if (scheme == "fp8" || scheme == "fp8-dynamic") quantize_row_f8_row(row.data(), packed.data(), n);
       else quantize_row_f8_scaled(row.data(), packed.data(), n, tensor_scale);
       f8_rows_to_compressed(packed.data(), 1, n, out, scales + r);
     }
@@ -614,23 +616,25 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     return false;
   };
   std::optional<SmoothingPlan> plan;
-  const bool w8a16 = o.scheme == "w8a16";
+  // W8A16 and the FP8 schemes take a calibration for GPTQ alone.
+  const bool gptq_only = o.scheme == "w8a16" || o.scheme == "fp8" || o.scheme == "fp8-tensor" || o.scheme == "fp8-dynamic";
   if (o.activation_rms) {
-    if (o.scheme != "int8" && !int4 && !w8a16)
-      return invalid_argument("activation statistics apply SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16), not to " + o.scheme);
-    if (w8a16 && !o.hessians) return invalid_argument("w8a16 takes a calibration for GPTQ only, and this one has no second moments");
+    if (o.scheme != "int8" && !int4 && !gptq_only)
+      return invalid_argument("activation statistics apply SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16, fp8), not to " + o.scheme);
+    if (gptq_only && !o.hessians)
+      return invalid_argument(o.scheme + " takes a calibration for GPTQ only, and this one has no second moments");
     std::map<std::string, const safetensors::Tensor*> by_name;
     for (const safetensors::File& shard : shards)
       for (const safetensors::Tensor& t : shard.tensors) by_name.emplace(t.name, &t);
-    // W8A16 keeps the activations in float: nothing to smooth, the plan serves GPTQ's inputs only.
+    // GPTQ alone (W8A16, FP8): nothing to smooth, the plan serves GPTQ's inputs only.
     const FactorFn ones = [](const std::vector<Rows>&, const std::vector<float>& a, Json&) -> Result<std::vector<float>> {
       return std::vector<float>(a.size(), 1.0f);
     };
     const FactorFn factors = int4    ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads)
-                             : w8a16 ? ones
+                             : gptq_only ? ones
                                      : smoothquant_factors(o.smooth_alpha);
     INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, is_kept, int4 ? o.on_awq_group : nullptr));
-    if (w8a16) {
+    if (gptq_only) {
       plan->matrices.clear();
       plan->norms.clear();
     }
@@ -774,7 +778,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows));
       const safetensors::Tensor* tp = &t;
       const DType from = *src;
-      const Hessian* hessian = o.scheme == "int8" || w8a16 ? hessian_of(t.name) : nullptr;
+      const Hessian* hessian = hessian_of(t.name);
       const auto codes = [tp, from, scales, smoothing, hessian, &o, rows, n](std::span<uint8_t> dst) -> Status {
         INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
         float tensor_scale = 0.0f;
@@ -882,7 +886,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     if (ec) return io_error((out / name).string() + ": cannot copy: " + ec.message());
   }
   INFER_RETURN_IF_ERROR(writer.write((out / "model.safetensors").string()));
-  if (plan && w8a16) {  // GPTQ alone: the calibration it used
+  if (plan && gptq_only) {  // GPTQ alone: the calibration it used
     Json record = {{"method", "GPTQ (libinfer infer-quantize)"},
                    {"calibration", o.calibration_note},
                    {"gptq", {{"dampening", 0.01}, {"actorder", nullptr}, {"inputs", o.hessians->size()}}}};

@@ -50,8 +50,9 @@ struct CompressedOptions {
   int64_t group = 128;
   bool symmetric = true;
   int awq_grid = 20;
-  // int8 / int4 with these (tools/hessians.hpp, by GGUF weight name): GPTQ after SmoothQuant or
-  // AWQ (quant/gptq.hpp).
+  // With these (tools/hessians.hpp, by GGUF weight name): GPTQ (quant/gptq.hpp), after SmoothQuant
+  // (int8) or AWQ (int4), alone for w8a16 and the fp8 schemes (activation_rms then serves only to
+  // name each layer's input).
   const std::map<std::string, Hessian>* hessians = nullptr;
   // Called after each AWQ group's search with its importance-matrix key, the groups done and all.
   std::function<void(const std::string& key, int done, int total)> on_awq_group;

@@ -69,7 +69,7 @@ constexpr const char* kUsage =
     "                activations), FP8 E4M3 weight-only per channel or per tensor, or W8A8-FP8\n"
     "                (FP8_DYNAMIC: per-channel weights, per-token FP8 activations), as vLLM serves them\n"
     "  w8a16         the same, as INT8 W8A16 (pack-quantized): int8's per-channel weights, float activations\n"
-    "                (with --calib: GPTQ)\n"
+    "                (with --calib: GPTQ, as for the fp8 forms)\n"
     "  int4          the same, as INT4 W4A16 (pack-quantized): 4-bit weights with a scale per group of\n"
     "                columns, float activations (W4A16; W4A16_ASYM with --asym)\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
@@ -82,7 +82,7 @@ constexpr const char* kUsage =
     "  --calib TEXT         compute the importance matrix over TEXT first, as infer-imatrix -f TEXT does\n"
     "                       (with int8, --imatrix or --calib apply SmoothQuant, activations' RMS from it;\n"
     "                       with int4, AWQ's scale search and importance-weighted rounding; with --calib,\n"
-    "                       then GPTQ on the calibration's second moments, int8, int4 and w8a16)\n"
+    "                       then GPTQ on the calibration's second moments; w8a16 and fp8*: GPTQ alone)\n"
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
     "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
@@ -150,15 +150,11 @@ Options parse(int argc, char** argv) {
   if (tools::is_compressed_scheme(positional[2])) {
     o.compressed = positional[2];
     if (o.pure || !o.include_weights.empty() || !o.exclude_weights.empty())
-      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib, (w8a16) --calib only", kUsage);
-    if ((!o.calib.empty() || !o.imatrix.empty()) && o.compressed != "int8" && o.compressed != "int4" && o.compressed != "w8a16")
-      cli::usage_error(kTool, "--imatrix / --calib apply SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16), not to " + o.compressed,
+      cli::usage_error(kTool, positional[2] + " takes --keep, -t and (int8, int4) --imatrix / --calib, (w8a16, fp8) --calib only",
                        kUsage);
-    if (o.compressed == "w8a16" && (!o.imatrix.empty() || o.no_gptq))
-      cli::usage_error(kTool, "w8a16 takes --calib (GPTQ) only: no --imatrix, no --no-gptq", kUsage);
+    if (o.compressed != "int8" && o.compressed != "int4" && (!o.imatrix.empty() || o.no_gptq))
+      cli::usage_error(kTool, o.compressed + " takes --calib (GPTQ) only: no --imatrix, no --no-gptq", kUsage);
     if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
-    if (o.no_gptq && o.compressed != "int4" && o.compressed != "int8")
-      cli::usage_error(kTool, "--no-gptq is int8's and int4's", kUsage);
     if (o.no_rotate && o.compressed != "int8") cli::usage_error(kTool, "--no-rotate is int8's", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
@@ -335,7 +331,7 @@ int write_compressed(const Options& o) {
   std::map<std::string, std::vector<float>> rms;
   // GPTQ (int8, int4 with a calibration text): the inputs' second moments, from the same run.
   std::optional<tools::HessianCollector> hessians;
-  if ((o.compressed == "int4" || o.compressed == "int8" || o.compressed == "w8a16") && !o.calib.empty() && !o.no_gptq)
+  if (!o.calib.empty() && !o.no_gptq)
     hessians.emplace(o.threads);
   if (!o.calib.empty() || !o.imatrix.empty()) {  // SmoothQuant's / AWQ's statistic: the importance matrix's root
     const Importance importance =

@@ -25,12 +25,6 @@ std::array<float, 256> make_table() {
 }
 const std::array<float, 256> kTable = make_table();
 
-void store_trailer(void* row, int64_t n, float s) {
-  auto* p = static_cast<uint8_t*>(row) + n;
-  const uint32_t zero = 0;
-  std::memcpy(p, &s, 4);
-  std::memcpy(p + 4, &zero, 4);
-}
 
 }  // namespace
 
@@ -55,7 +49,7 @@ void quantize_row_f8_scaled(const float* x, void* dst, int64_t n, float scale) n
   assert(n >= 0 && n % kF8RowBlock == 0);
   auto* q = static_cast<uint8_t*>(dst);
   for (int64_t i = 0; i < n; ++i) q[i] = scale != 0.0f ? f32_to_e4m3(x[i] / scale) : 0;
-  store_trailer(dst, n, scale);
+  f8_row_store_trailer(dst, n, scale);
 }
 
 void quantize_row_f8_row(const float* x, void* dst, int64_t n) noexcept {
@@ -71,13 +65,20 @@ void quantize_activations_f8(const float* x, void* dst, int64_t n) noexcept {
   const float s = amax / 448.0f;
   auto* v = static_cast<float*>(dst);
   for (int64_t i = 0; i < n; ++i) v[i] = s != 0.0f ? kTable[f32_to_e4m3(x[i] / s)] : 0.0f;
-  store_trailer(v + n, 0, s);
+  f8_row_store_trailer(v + n, 0, s);
 }
 
 void dequantize_f8_row(const void* src, float* dst, int64_t n) noexcept {
   const auto* q = static_cast<const uint8_t*>(src);
   const float s = f8_row_scale(src, n);
   for (int64_t i = 0; i < n; ++i) dst[i] = s * kTable[q[i]];
+}
+
+void f8_row_store_trailer(void* row, int64_t n, float s) noexcept {
+  auto* p = static_cast<uint8_t*>(row) + n;
+  const uint32_t zero = 0;
+  std::memcpy(p, &s, 4);
+  std::memcpy(p + 4, &zero, 4);
 }
 
 Status f8_rows_from_compressed(const Fp8Weight& w, void* dst) {
@@ -98,7 +99,7 @@ Status f8_rows_from_compressed(const Fp8Weight& w, void* dst) {
   for (int64_t r = 0; r < w.rows; ++r) {
     uint8_t* row = out + static_cast<size_t>(r) * static_cast<size_t>(w.n + 8);
     std::memcpy(row, w.weight.data() + r * w.n, static_cast<size_t>(w.n));
-    store_trailer(row, w.n, w.scale[per_tensor ? 0 : static_cast<size_t>(r)]);
+    f8_row_store_trailer(row, w.n, w.scale[per_tensor ? 0 : static_cast<size_t>(r)]);
   }
   return Status::ok();
 }

@@ -50,6 +50,8 @@ uint8_t f32_to_e4m3(float v) noexcept;
 void quantize_row_f8_row(const float* x, void* dst, int64_t n) noexcept;
 // One row with a given scale (the per-tensor conversion: s = max|W| / 448 over the matrix).
 void quantize_row_f8_scaled(const float* x, void* dst, int64_t n, float scale) noexcept;
+// Writes a row's trailer after its n codes: the scale, then 4 zero bytes.
+void f8_row_store_trailer(void* row, int64_t n, float s) noexcept;
 // Activations of W8A8-FP8 (DType::f8_act), per token as above. Precondition: n a multiple of 32.
 void quantize_activations_f8(const float* x, void* dst, int64_t n) noexcept;
 inline float f8_act_scale(const void* row, int64_t n) noexcept {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "quant/fp8_rows.hpp"
 #include "quant/int8_rows.hpp"
 
 namespace infer::quant {
@@ -138,6 +139,23 @@ void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& 
     return static_cast<double>(s) * c;
   });
   i8_row_store_trailer(dst, n, s, sum);
+}
+
+void gptq_quantize_row_f8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                          float tensor_scale, void* dst) noexcept {
+  std::vector<double> x = live_values(w, n, dead);
+  float s = tensor_scale;
+  if (s == 0.0f) {
+    float amax = 0.0f;
+    for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(static_cast<float>(x[static_cast<size_t>(j)])));
+    s = amax / 448.0f;
+  }
+  auto* q = static_cast<uint8_t*>(dst);
+  compensate_row(x, n, u, [&](int64_t j) {
+    q[j] = s != 0.0f ? f32_to_e4m3(static_cast<float>(x[static_cast<size_t>(j)]) / s) : 0;
+    return static_cast<double>(s) * e4m3_to_f32(q[j]);
+  });
+  f8_row_store_trailer(dst, n, s);
 }
 
 }  // namespace infer::quant

@@ -1,4 +1,4 @@
-// GPTQ (Frantar et al., 2023) for INT4 groups and INT8 rows: each weight row quantized column by
+// GPTQ (Frantar et al., 2023) for INT4 groups, INT8 rows and FP8 rows: each weight row quantized column by
 // column, each column's rounding error spread over the columns not yet quantized through the
 // inverse of the input's second-moment matrix H = Σ x xᵀ over a calibration, so that the layer's
 // output on that calibration moves as little as it can, not each weight.
@@ -17,7 +17,9 @@
 // in double. For INT8 rows (quant/int8_rows.hpp) the row's scale is fixed before the loop: s =
 // max|w| / 127 over the row's live columns as it comes in (the per-channel observer's; a dead
 // column's weight never meets an input and becomes 0); each column's code is clamp(round(w_j / s),
-// ±127) of its compensated value.
+// ±127) of its compensated value. FP8 rows (quant/fp8_rows.hpp) alike: s = max|w| / 448 over the
+// live columns (or the matrix's scale, given), each column's code e4m3(w_j / s) (nearest, ties to
+// even, saturating) of its compensated value, its value s e4m3(code).
 //
 // Rows are independent (any thread count gives the same bytes); groups in column order, no
 // activation reordering (compressed-tensors' actorder null). With a diagonal H nothing is spread
@@ -46,5 +48,9 @@ void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, 
 // One row of n floats (n a multiple of 32) quantized as above into an i8_row row at dst.
 void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
                           void* dst) noexcept;
+// One row of n floats (n a multiple of 32) quantized as above into an f8_row row at dst, with the
+// matrix's scale `tensor_scale` (FP8 per tensor) or, when it is 0, the row's own (per channel).
+void gptq_quantize_row_f8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                          float tensor_scale, void* dst) noexcept;
 
 }  // namespace infer::quant

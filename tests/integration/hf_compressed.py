@@ -644,27 +644,29 @@ with tempfile.TemporaryDirectory() as tmp:
         except Exception as e:
             failures.append(f"{label}: {e}")
 
-    # W8A16 with --calib: GPTQ alone (nothing smoothed: the norms and every float tensor written as
-    # they came), the scales of the plain quantizer (max|w| / 127 per row), other codes in most
-    # matrices, the same bytes on one and two threads; the checkpoint loads and computes weight-only.
-    for prefix in ("ref", "gemma3"):
-        label = f"{prefix} W8A16 GPTQ"
+    # W8A16 and FP8 with --calib: GPTQ alone (nothing smoothed: the norms and every float tensor
+    # written as they came), the scales of the plain quantizer (max|w| / 127 or / 448 per row, or the
+    # matrix's), other codes in most matrices, the same bytes on one and two threads; the checkpoint
+    # loads.
+    for prefix, scheme in (("ref", "w8a16"), ("gemma3", "w8a16"), ("ref", "fp8"), ("gemma3", "fp8-tensor"),
+                           ("phi3", "fp8-dynamic")):
+        label = f"{prefix} {scheme} GPTQ"
         try:
             src = os.path.join(tmp, prefix)
-            plain = os.path.join(tmp, prefix + "-w8a16-plain")
-            run([tool("infer-quantize"), src, plain, "w8a16"])
-            g1, g2 = os.path.join(tmp, prefix + "-w8a16-gptq-1"), os.path.join(tmp, prefix + "-w8a16-gptq-2")
+            plain = os.path.join(tmp, f"{prefix}-{scheme}-plain")
+            run([tool("infer-quantize"), src, plain, scheme])
+            g1, g2 = os.path.join(tmp, f"{prefix}-{scheme}-gptq-1"), os.path.join(tmp, f"{prefix}-{scheme}-gptq-2")
             calib_args = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
-            run([tool("infer-quantize"), src, g1, "w8a16", "-t", "1"] + calib_args)
-            run([tool("infer-quantize"), src, g2, "w8a16", "-t", "2"] + calib_args)
+            run([tool("infer-quantize"), src, g1, scheme, "-t", "1"] + calib_args)
+            run([tool("infer-quantize"), src, g2, scheme, "-t", "2"] + calib_args)
             t0, t1 = read_safetensors(os.path.join(plain, "model.safetensors")), read_safetensors(os.path.join(g1, "model.safetensors"))
             bad = []
             if t1 != read_safetensors(os.path.join(g2, "model.safetensors")):
                 bad.append("the checkpoints of one and two threads differ")
-            packed = [k for k in t1 if k.endswith("weight_packed")]
+            packed = [k for k in t1 if k.endswith("weight_packed") or (k.endswith("_proj.weight") and t1[k][0] == "F8_E4M3")]
             changed = sum(1 for k in packed if t1[k] != t0[k])
-            if set(t1) != set(t0) or any(t1[k] != t0[k] for k in t1 if not k.endswith("weight_packed")):
-                bad.append("a tensor other than the packed codes differs from the plain quantizer's (a scale, a norm)")
+            if set(t1) != set(t0) or any(t1[k] != t0[k] for k in t1 if k not in packed):
+                bad.append("a tensor other than the codes differs from the plain quantizer's (a scale, a norm)")
             if not packed or changed < len(packed) // 2:
                 bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
             with open(os.path.join(g1, "gptq.json")) as f:
@@ -688,8 +690,8 @@ with tempfile.TemporaryDirectory() as tmp:
             ("an existing output", [src, src, "fp8"], "exists and is not an empty directory"),
             ("a quantized input", [good, os.path.join(tmp, "y"), "fp8"], "quantized already"),
             ("--pure with int8", [src, os.path.join(tmp, "z"), "int8", "--pure"], "takes --keep, -t and (int8, int4) --imatrix"),
-            ("--calib with fp8", [src, os.path.join(tmp, "z"), "fp8", "--calib", text_path],
-             "SmoothQuant (int8), AWQ (int4) or GPTQ (w8a16)"),
+            ("--imatrix with fp8", [src, os.path.join(tmp, "z"), "fp8", "--imatrix", text_path],
+             "fp8 takes --calib (GPTQ) only"),
             ("--no-gptq with w8a16", [src, os.path.join(tmp, "z"), "w8a16", "--calib", text_path, "--no-gptq"],
              "w8a16 takes --calib (GPTQ) only")):
         p = run([tool("infer-quantize")] + args, ok=False)

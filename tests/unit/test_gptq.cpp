@@ -1,4 +1,4 @@
-// GPTQ for INT4 groups and INT8 rows (quant/gptq.hpp): the factor U against its definition (Uᵀ U (H + λI) = I),
+// GPTQ for INT4 groups, INT8 and FP8 rows (quant/gptq.hpp): the factor U against its definition (Uᵀ U (H + λI) = I),
 // a diagonal H giving exactly the plain quantizer's rows, and on correlated inputs a smaller output
 // error ||(W - Q) Xᵀ|| than the plain quantizer's with the same importance, every thread count
 // giving the same bytes.
@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "quant/fp8_rows.hpp"
 #include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
@@ -74,6 +75,15 @@ double output_error(const Problem& p, const std::vector<uint8_t>& blocks, DType 
     if (type == DType::i4_g32) dequantize_i4_g32(blocks.data() + o * row_bytes, q, p.n);
     else dequantize_i4_g64(blocks.data() + o * row_bytes, q, p.n);
   });
+}
+
+// U of a diagonal H (1 to 5 on the diagonal): GPTQ spreads no error with it.
+std::vector<double> diagonal_factor(int64_t n, std::vector<bool>& dead) {
+  std::vector<double> h(static_cast<size_t>(n * n), 0.0);
+  for (int64_t j = 0; j < n; ++j) h[static_cast<size_t>(j * n + j)] = 1.0 + double(j % 5);
+  auto u = gptq_factor(h, n, dead);
+  REQUIRE(u.ok());
+  return std::move(u).value();
 }
 
 }  // namespace
@@ -156,20 +166,17 @@ TEST_CASE("GPTQ lowers the output error on correlated inputs, with and without z
 
 TEST_CASE("GPTQ for INT8 rows: a diagonal H gives the plain per-channel quantizer's bytes", "[gptq][int8]") {
   const Problem p = make_problem(6, 256, 1, 7);
-  std::vector<double> h(static_cast<size_t>(p.n * p.n), 0.0);
-  for (int64_t j = 0; j < p.n; ++j) h[static_cast<size_t>(j * p.n + j)] = 1.0 + double(j % 5);
   std::vector<bool> dead;
-  const auto u = gptq_factor(h, p.n, dead);
-  REQUIRE(u.ok());
+  const auto u = diagonal_factor(p.n, dead);
   std::vector<uint8_t> a(static_cast<size_t>(i8_row_bytes(p.n))), b(a.size());
   for (int64_t r = 0; r < p.rows; ++r) {
-    gptq_quantize_row_i8(p.w.data() + r * p.n, p.n, *u, dead, a.data());
+    gptq_quantize_row_i8(p.w.data() + r * p.n, p.n, u, dead, a.data());
     quantize_row_i8_row(p.w.data() + r * p.n, b.data(), p.n);
     REQUIRE(a == b);
   }
   // An all-zero row: scale 0, codes 0, as the plain quantizer.
   const std::vector<float> zero(static_cast<size_t>(p.n), 0.0f);
-  gptq_quantize_row_i8(zero.data(), p.n, *u, dead, a.data());
+  gptq_quantize_row_i8(zero.data(), p.n, u, dead, a.data());
   quantize_row_i8_row(zero.data(), b.data(), p.n);
   CHECK(a == b);
 }
@@ -196,6 +203,41 @@ TEST_CASE("GPTQ for INT8 rows lowers the output error on correlated inputs, the 
   }
   const auto deq = [&](const std::vector<uint8_t>& rows) {
     return [&](int64_t o, float* q) { dequantize_i8_row(rows.data() + o * row_bytes, q, p.n); };
+  };
+  const double eg = output_error(p, deq(g)), ep = output_error(p, deq(plain));
+  INFO("GPTQ " << eg << ", plain " << ep);
+  CHECK(eg < 0.8 * ep);
+}
+
+TEST_CASE("GPTQ for FP8 rows: a diagonal H gives the plain quantizer's bytes, and correlated inputs a smaller error",
+          "[gptq][fp8]") {
+  {
+    const Problem p = make_problem(6, 256, 1, 7);
+    std::vector<bool> dead;
+    const auto u = diagonal_factor(p.n, dead);
+    std::vector<uint8_t> a(static_cast<size_t>(p.n + 8)), b(a.size());
+    for (int64_t r = 0; r < p.rows; ++r) {
+      gptq_quantize_row_f8(p.w.data() + r * p.n, p.n, u, dead, 0.0f, a.data());  // per channel
+      quantize_row_f8_row(p.w.data() + r * p.n, b.data(), p.n);
+      REQUIRE(a == b);
+      gptq_quantize_row_f8(p.w.data() + r * p.n, p.n, u, dead, 0.001f, a.data());  // the matrix's scale
+      quantize_row_f8_scaled(p.w.data() + r * p.n, b.data(), p.n, 0.001f);
+      REQUIRE(a == b);
+    }
+  }
+  const Problem p = make_problem(24, 256, 512, 13);
+  std::vector<bool> dead;
+  const auto u = gptq_factor(p.h, p.n, dead);
+  REQUIRE(u.ok());
+  const int64_t row_bytes = p.n + 8;
+  std::vector<uint8_t> g(static_cast<size_t>(p.rows * row_bytes)), plain(g.size());
+  for (int64_t r = 0; r < p.rows; ++r) {
+    gptq_quantize_row_f8(p.w.data() + r * p.n, p.n, *u, dead, 0.0f, g.data() + r * row_bytes);
+    quantize_row_f8_row(p.w.data() + r * p.n, plain.data() + r * row_bytes, p.n);
+    CHECK(f8_row_scale(g.data() + r * row_bytes, p.n) == f8_row_scale(plain.data() + r * row_bytes, p.n));
+  }
+  const auto deq = [&](const std::vector<uint8_t>& rows) {
+    return [&](int64_t o, float* q) { dequantize_f8_row(rows.data() + o * row_bytes, q, p.n); };
   };
   const double eg = output_error(p, deq(g)), ep = output_error(p, deq(plain));
   INFO("GPTQ " << eg << ", plain " << ep);

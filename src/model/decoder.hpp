@@ -50,8 +50,8 @@ class Decoder final : public Model {
   std::deque<ConvertedTensor> converted_;   // matrices quantized at load (LoadOptions), if any
   std::deque<AlignedBuffer> vectors_;       // F32 copies of norms, biases, RoPE factors
   TensorView tok_embd_, output_, output_norm_, output_bias_;
-  bool output_tied_ = false;
-  int rot_output_ = 0;  // output_ is the token embedding (no output.weight in the file)
+  bool output_tied_ = false;  // output_ is the token embedding (no output.weight in the file)
+  int rot_output_ = 0;        // output_'s input rotation (TensorInfo::input_rotation; 0: none)
   const float* rope_factors_ = nullptr;
   bool fused_layers_ = false, separate_layers_ = false;  // layers with a fused QKV matrix, with three
   std::vector<Layer> layers_;

@@ -468,7 +468,7 @@ Result<bool> add_quant_param(const Family& fam, const Hparams& hp, bool tied, co
   if (groups) info.shape[1] = t.shape[0];
   info.nbytes = static_cast<uint64_t>(n) * 4;
   INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(info.nbytes)));
-  for (int64_t i = 0; i < n; ++i) buf.as<float>()[i] = element_as_f32(dtype, t.data, i);
+  for (int64_t i = 0; i < n; ++i) buf.as<float>()[i] = safetensors::element_as_f32(dtype, t.data, i);
   const int64_t rows = groups ? t.shape[0] : n;
   INFER_RETURN_IF_ERROR(permute_if_qk(fam, hp, *mapped, rows, static_cast<uint64_t>(n / rows) * 4, what, buf));
   info.view = TensorView::contiguous(DType::f32, info.n_dims, info.shape, buf.data());
@@ -478,17 +478,6 @@ Result<bool> add_quant_param(const Family& fam, const Hparams& hp, bool tied, co
 }
 
 }  // namespace
-
-float element_as_f32(DType t, const uint8_t* p, int64_t i) {
-  if (t == DType::f32) {
-    float v;
-    std::memcpy(&v, p + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return t == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
 
 Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   const fs::path root(dir);
@@ -716,7 +705,7 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
         const int64_t n = info.numel();
         INFER_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(static_cast<size_t>(n) * 4));
         float* out = buf.as<float>();
-        for (int64_t i = 0; i < n; ++i) out[i] = element_as_f32(dtype, data, i) + 1.0f;
+        for (int64_t i = 0; i < n; ++i) out[i] = safetensors::element_as_f32(dtype, data, i) + 1.0f;
         info.dtype = DType::f32;
         info.nbytes = static_cast<uint64_t>(n) * 4;
         data = buf.data();

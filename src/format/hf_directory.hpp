@@ -27,9 +27,6 @@ inline constexpr std::string_view kFp8ActivationsKey = "libinfer.compressed_tens
 // W8A8 (DType::i8_row).
 inline constexpr std::string_view kInt8WeightOnlyKey = "libinfer.compressed_tensors.int8_weight_only";
 
-// Element i of F32, F16 or BF16 data, as float (norms, transform matrices).
-float element_as_f32(DType t, const uint8_t* p, int64_t i);
-
 // Opens the directory. Errors name the file and the field: a missing config.json or weights file,
 // an architecture that is not supported, a tensor name that maps to nothing, a dtype libinfer
 // cannot compute with, and every rule of the safetensors reader.

@@ -5,7 +5,6 @@
 #include <regex>
 
 #include "core/status_macros.hpp"
-#include "format/hf_directory.hpp"
 #include "format/safetensors.hpp"
 
 namespace infer::hf {
@@ -162,12 +161,12 @@ Status InputRotations::check_tensor(const safetensors::Tensor& t, DType dtype, i
   // Sylvester's H_n: entry (i, j) is c (-1)^popcount(i & j), the same c everywhere (1 as
   // compressed-tensors stores it, or 1/sqrt(n) in the tensor's precision).
   const int64_t n = module_rotation;
-  const float c = element_as_f32(dtype, t.data, 0);
+  const float c = safetensors::element_as_f32(dtype, t.data, 0);
   if (!(c > 0.0f) || !std::isfinite(c)) return unsupported(what + " is not Sylvester's Hadamard matrix");
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       const float want = (__builtin_popcountll(static_cast<uint64_t>(i & j)) & 1) != 0 ? -c : c;
-      if (element_as_f32(dtype, t.data, i * n + j) != want)
+      if (safetensors::element_as_f32(dtype, t.data, i * n + j) != want)
         return unsupported(what + " is not Sylvester's Hadamard matrix (entry [" + std::to_string(i) + ", " +
                            std::to_string(j) + "]): only the deterministic hadamard transform is supported");
     }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/checked_math.hpp"
+#include "core/half.hpp"
 #include "format/json.hpp"
 
 namespace infer::safetensors {
@@ -238,6 +239,17 @@ Status Writer::write(const std::string& path) const {
     s = io_error(path + ": cannot rename from " + tmp + ": " + std::strerror(errno));
   if (!s.is_ok()) std::remove(tmp.c_str());
   return s;
+}
+
+float element_as_f32(DType t, const uint8_t* p, int64_t i) noexcept {
+  if (t == DType::f32) {
+    float v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return t == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
 }  // namespace infer::safetensors

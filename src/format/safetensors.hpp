@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "core/mapped_file.hpp"
 #include "infer/status.hpp"
 
@@ -39,6 +40,9 @@ enum class Dtype { f32, f16, bf16, i8, u8, i32, i64, f8_e4m3 };
 // "F32", "BF16", "F8_E4M3", ... as the format spells them.
 const char* dtype_name(Dtype t) noexcept;
 uint32_t dtype_size(Dtype t) noexcept;
+// Element i of F32, F16 or BF16 data (t one of those), as float: the readers' norms and transform
+// matrices.
+float element_as_f32(DType t, const uint8_t* p, int64_t i) noexcept;
 
 struct Tensor {
   std::string name;

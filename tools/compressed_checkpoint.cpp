@@ -20,6 +20,7 @@
 #include "format/safetensors.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/hadamard.hpp"
+#include "kernels/cpu/ops.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
@@ -99,7 +100,7 @@ void smoothed_row(const safetensors::Tensor& t, DType src, const MatrixSmoothing
     for (int64_t j = 0; j < n; ++j) row[j] *= sm->cols[static_cast<size_t>(j)];
   if (!sm->rows.empty())
     for (int64_t j = 0; j < n; ++j) row[j] /= sm->rows[static_cast<size_t>(r)];
-  if (sm->rotation > 0) hadamard_blocks(row, n, sm->rotation);
+  if (sm->rotation > 0) hadamard_inplace(row, n, sm->rotation);  // the ISA's variant, the same bits
 }
 
 struct GptqFactor {

@@ -7,7 +7,7 @@
 #include "core/status_macros.hpp"
 #include "format/hf_directory.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
-#include "kernels/cpu/hadamard.hpp"
+#include "kernels/cpu/ops.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/int4_groups.hpp"
 #include "quant/int8_rows.hpp"
@@ -197,7 +197,7 @@ Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(file_.path() + ": " + t->name + ": a weight is not finite (cannot quantize)");
     void* dst = out + static_cast<size_t>(r) * *row_bytes;
-    if (rotation > 0) hadamard_blocks(row.data(), n, rotation);
+    if (rotation > 0) hadamard_inplace(row.data(), n, rotation);
     if (per_tensor) quantize_row_f8_scaled(row.data(), dst, n, amax / 448.0f);
     else quantize(row.data(), dst, n);
   }

@@ -204,25 +204,39 @@ Status parallel_rows(int64_t rows, int threads, const std::function<Status(int64
   return Status::ok();
 }
 
-Json scheme_config(const std::string& scheme, const std::vector<std::string>& ignore, int64_t group, bool symmetric) {
+// The weights of an 8-bit scheme's config group.
+Json eight_bit_weights(const std::string& scheme) {
+  const bool is_int = scheme == "int8" || scheme == "w8a16";
+  return {{"num_bits", 8},         {"type", is_int ? "int" : "float"},
+          {"strategy", scheme == "fp8-tensor" ? "tensor" : "channel"},
+          {"symmetric", true},     {"dynamic", false},
+          {"group_size", nullptr}, {"observer", "minmax"}};
+}
+
+// The quantization_config. int4 with `w8a16_modules`: those in a second group (W8A16), named one by
+// one; a module's name matches before the class name "Linear" does (vLLM's find_matched_target).
+Json scheme_config(const std::string& scheme, const std::vector<std::string>& ignore, int64_t group, bool symmetric,
+                   const std::vector<std::string>& w8a16_modules) {
   if (scheme == "int4") {  // W4A16 (W4A16_ASYM with zero points), as llm-compressor's presets write it
     const Json weights = {{"num_bits", 4},           {"type", "int"},      {"strategy", "group"},
                           {"symmetric", symmetric}, {"dynamic", false},   {"group_size", group},
                           {"actorder", nullptr},     {"observer", "mse"}};
+    Json groups = {{"group_0",
+                    {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr}, {"output_activations", nullptr}}}};
+    if (!w8a16_modules.empty())
+      groups["group_1"] = {{"targets", w8a16_modules},
+                           {"weights", eight_bit_weights("w8a16")},
+                           {"input_activations", nullptr},
+                           {"output_activations", nullptr}};
     return {{"quant_method", "compressed-tensors"},
             {"format", "pack-quantized"},
             {"quantization_status", "compressed"},
-            {"config_groups",
-             {{"group_0",
-               {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr}, {"output_activations", nullptr}}}}},
+            {"config_groups", groups},
             {"ignore", ignore},
             {"kv_cache_scheme", nullptr}};
   }
   const bool is_int = scheme == "int8" || scheme == "w8a16";
-  const Json weights = {{"num_bits", 8},         {"type", is_int ? "int" : "float"},
-                        {"strategy", scheme == "fp8-tensor" ? "tensor" : "channel"},
-                        {"symmetric", true},     {"dynamic", false},
-                        {"group_size", nullptr}, {"observer", "minmax"}};
+  const Json weights = eight_bit_weights(scheme);
   // Activations dynamic per token (INT8_W8A8, FP8_DYNAMIC); none for the weight-only schemes
   // (W8A16 with per-channel int8 weights, as compressed-tensors 0.12's preset; vLLM's W8A16-FP8).
   const bool weight_only = scheme == "fp8" || scheme == "fp8-tensor" || scheme == "w8a16";
@@ -367,9 +381,13 @@ FactorFn awq_factors(const I4QuantOptions& base, int grid, int threads) {
 }
 
 
+// What a matrix is to the smoothing: quantized and weighed by the factor search, quantized outside it
+// (int4's W8A16 matrices: the search weighs 4-bit losses), or kept in float.
+enum class MatrixRole { searched, unsearched, kept };
+
 Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::string, const safetensors::Tensor*>& by_name,
                                      const std::map<std::string, std::vector<float>>& act, const FactorFn& factors,
-                                     const std::function<bool(const std::string&)>& kept,
+                                     const std::function<MatrixRole(const std::string&)>& role,
                                      const std::function<void(const std::string&, int, int)>& progress) {
   SmoothingPlan plan;
   bool found = false;
@@ -390,22 +408,24 @@ Result<SmoothingPlan> plan_smoothing(const Json& config, const std::map<std::str
   int groups_done = 0, groups_total = 0;  // three groups a layer
   for (const auto& [name, t] : by_name)
     if (name.ends_with("input_layernorm.weight") && name.find("layers.") != std::string::npos && !is_vision(name)) groups_total += 3;
-  // One group: factors from the statistic and the quantized parts' columns, applied to every
-  // part's columns. A group whose parts are all kept in float is left alone: smoothing serves
-  // quantization only.
+  // One group: factors from the statistic and the searched parts' columns, applied to every
+  // part's columns. A group with no searched part is left alone (smoothing serves the search's
+  // quantization only); its quantized parts still name their input, for GPTQ.
   const auto group = [&](const std::string& key, const std::vector<Rows>& parts, const std::string& divided,
                          Rows divided_rows) -> Status {
     const int64_t n = parts.front().t->shape[1];
-    std::vector<Rows> quantized;
+    std::vector<Rows> searched;
     for (const Rows& p : parts)
-      if (!kept(p.t->name)) quantized.push_back(p);
-    if (quantized.empty()) {
+      if (role(p.t->name) == MatrixRole::searched) searched.push_back(p);
+    if (searched.empty()) {
+      for (const Rows& p : parts)
+        if (role(p.t->name) == MatrixRole::unsearched) plan.input_key[p.t->name] = key;
       if (progress) progress(key, ++groups_done, groups_total);
       return Status::ok();
     }
     INFER_ASSIGN_OR_RETURN(const std::vector<float>* a, stat(key, n));
     Json note = Json::object();
-    INFER_ASSIGN_OR_RETURN(const std::vector<float> sc, factors(quantized, *a, note));
+    INFER_ASSIGN_OR_RETURN(const std::vector<float> sc, factors(searched, *a, note));
     Json exps = Json::array();
     for (float s : sc) exps.push_back(static_cast<int>(std::lround(std::log2(s))));
     std::vector<float> imp(sc.size());
@@ -611,11 +631,15 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       if (!source_type && is_decoder_linear(t)) source_type = float_dtype(t.dtype);
   const I4QuantOptions i4_base{.group = o.group, .symmetric = o.symmetric, .importance = nullptr,
                                .scale_precision = scale_precision(source_type.value_or(DType::f32))};
-  const auto is_kept = [&o](const std::string& name) {  // --keep: left in its float type
-    for (const std::string& glob : o.keep)
+  const auto matches = [](const std::vector<std::string>& globs, const std::string& name) {
+    for (const std::string& glob : globs)
       if (fnmatch(glob.c_str(), name.c_str(), 0) == 0) return true;
     return false;
   };
+  const auto is_kept = [&](const std::string& name) { return matches(o.keep, name); };  // --keep: left in its float type
+  if (!o.w8a16.empty() && !int4) return invalid_argument("W8A16 matrices (w8a16 globs) mix into int4 checkpoints only");
+  // int4's W8A16 matrices (not kept): the 8-bit scheme, outside AWQ's search, which weighs 4-bit losses.
+  const auto is_eight = [&](const std::string& name) { return int4 && !is_kept(name) && matches(o.w8a16, name); };
   std::optional<SmoothingPlan> plan;
   // W8A16 and the FP8 schemes take a calibration for GPTQ alone.
   const bool gptq_only = o.scheme == "w8a16" || o.scheme == "fp8" || o.scheme == "fp8-tensor" || o.scheme == "fp8-dynamic";
@@ -634,7 +658,10 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     const FactorFn factors = int4    ? awq_factors(i4_base, std::max(1, o.awq_grid), o.threads)
                              : gptq_only ? ones
                                      : smoothquant_factors(o.smooth_alpha);
-    INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, is_kept, int4 ? o.on_awq_group : nullptr));
+    const auto role = [&](const std::string& name) {
+      return is_kept(name) ? MatrixRole::kept : is_eight(name) ? MatrixRole::unsearched : MatrixRole::searched;
+    };
+    INFER_ASSIGN_OR_RETURN(plan, plan_smoothing(config, by_name, *o.activation_rms, factors, role, int4 ? o.on_awq_group : nullptr));
     if (gptq_only) {
       plan->matrices.clear();
       plan->norms.clear();
@@ -656,8 +683,8 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   const auto quantizes = [&](const safetensors::Tensor& t) {
     if (!is_decoder_linear(t) || !float_dtype(t.dtype) || is_kept(t.name)) return false;
     const int64_t n = t.shape[1], rows = t.shape[0];
-    return int4 ? n > 0 && n % o.group == 0 && rows > 0
-                : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
+    return int4 && !is_eight(t.name) ? n > 0 && n % o.group == 0 && rows > 0
+                                     : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
   };
   // What each matrix's rows become before quantization: SmoothQuant's factors, then int8's input
   // rotation. A layer is rotated when every layer reading its input is quantized (the input is
@@ -687,7 +714,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   };
 
   CompressedSummary sum;
-  std::vector<std::string> ignore;
+  std::vector<std::string> ignore, eight_modules;
   bool has_lm_head = false, vision = false, projector = false;
   safetensors::Writer writer;
   writer.metadata().emplace_back("format", "pt");
@@ -771,19 +798,21 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
         continue;
       }
       ++sum.quantized;
-      if (int4) {
+      if (int4 && !is_eight(t.name)) {
         INFER_RETURN_IF_ERROR(add_int4_tensors(writer, t, *src, smoothing, importance_of(t.name), hessian_of(t.name), i4_base, o, sum));
         continue;
       }
-      const bool per_tensor = o.scheme == "fp8-tensor";
+      const std::string scheme = int4 ? "w8a16" : o.scheme;  // int4's --w8a16 matrices: W8A16
+      if (int4) eight_modules.push_back(t.name.substr(0, t.name.size() - 7));
+      const bool per_tensor = scheme == "fp8-tensor";
       auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows));
       const safetensors::Tensor* tp = &t;
       const DType from = *src;
       const Hessian* hessian = hessian_of(t.name);
-      const auto codes = [tp, from, scales, smoothing, hessian, &o, rows, n](std::span<uint8_t> dst) -> Status {
+      const auto codes = [tp, from, scales, smoothing, hessian, &o, scheme, rows, n](std::span<uint8_t> dst) -> Status {
         INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
         float tensor_scale = 0.0f;
-        if (o.scheme == "fp8-tensor") {  // max|W| / 448 over the matrix, as --weight-type fp8-tensor
+        if (scheme == "fp8-tensor") {  // max|W| / 448 over the matrix, as --weight-type fp8-tensor
           std::vector<float> row(static_cast<size_t>(n));
           float amax = 0.0f;
           for (int64_t r = 0; r < rows; ++r) {
@@ -793,7 +822,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
           tensor_scale = amax / 448.0f;
         }
         const Status done = parallel_rows(rows, o.threads, [&](int64_t b, int64_t e) {
-          return quantize_rows(*tp, from, smoothing, o.scheme, tensor_scale, gptq ? &*gptq : nullptr, b, e, dst.data(),
+          return quantize_rows(*tp, from, smoothing, scheme, tensor_scale, gptq ? &*gptq : nullptr, b, e, dst.data(),
                                scales->data());
         });
         if (!done.is_ok()) return done;
@@ -801,7 +830,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
         return Status::ok();
       };
       const std::string module = t.name.substr(0, t.name.size() - 7);
-      if (o.scheme == "w8a16") {
+      if (scheme == "w8a16") {
         // pack_to_int32 with 8 bits: value v at bits 8 (i mod 4) of word i / 4 as v + 128, so the
         // little-endian words' bytes are the codes with their top bit flipped.
         INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_packed", safetensors::Dtype::i32, {rows, n / 4},
@@ -818,7 +847,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
                                                 }));
         sum.bytes_out += 16;
       } else {
-        INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, o.scheme == "int8" ? safetensors::Dtype::i8 : safetensors::Dtype::f8_e4m3,
+        INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, scheme == "int8" ? safetensors::Dtype::i8 : safetensors::Dtype::f8_e4m3,
                                                 t.shape, codes));
       }
       std::vector<int64_t> scale_shape = per_tensor ? std::vector<int64_t>{1} : std::vector<int64_t>{rows, 1};
@@ -906,7 +935,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
                                      record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
   }
   // The config last: a directory with it is complete.
-  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric);
+  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric, eight_modules);
   if (!rotated.empty()) config["quantization_config"]["transform_config"] = {{"config_groups", transform_groups}};
   INFER_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   return sum;

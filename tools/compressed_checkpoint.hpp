@@ -12,7 +12,8 @@
 // other files of the directory (tokenizer, generation config, chat template) are copied.
 // int4 writes pack-quantized weights: `weight_packed` (I32, eight values a word), `weight_scale`
 // ([rows, groups], the source's float type), `weight_shape`, and `weight_zero_point` (packed along
-// the rows) when asymmetric (quant/int4_groups.hpp).
+// the rows) when asymmetric (quant/int4_groups.hpp). With `w8a16` globs, the matching matrices
+// are written as the w8a16 scheme writes them, in a second config group that names them.
 // With activation statistics, int8 first applies SmoothQuant and int4 AWQ (compressed_checkpoint.cpp),
 // each recording its factors (smoothquant.json, awq.json); int4 also weighs each column's rounding
 // error by its importance. int8 rotates the quantized layers' inputs by Walsh-Hadamard matrices,
@@ -36,6 +37,9 @@ struct CompressedOptions {
   std::string in, out;  // directories; out must not exist or be empty
   std::string scheme;   // "int8", "w8a16", "fp8", "fp8-tensor", "fp8-dynamic" or "int4"
   std::vector<std::string> keep;  // shell globs on Hugging Face tensor names left unquantized
+  // int4: shell globs on Hugging Face tensor names written as W8A16 instead (8-bit int weights, one
+  // scale per output row, pack-quantized) in a second config group: a mixed-precision checkpoint.
+  std::vector<std::string> w8a16;
   int threads = 1;
   // SmoothQuant (int8 only): each weight's input columns' root mean square over a calibration (the
   // importance matrix's sqrt, by GGUF weight name: "blk.3.attn_q.weight"), and its alpha; null:

@@ -10,7 +10,7 @@
 //                  [--keep GLOB]... [--pure] [-t THREADS]
 //   infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
-//                  [--group 32|64|128] [--asym] [--no-gptq] [--no-rotate]
+//                  [--group 32|64|128] [--asym] [--w8a16 GLOB]... [--no-gptq] [--no-rotate]
 //
 // The second form writes a compressed-tensors checkpoint from a Hugging Face directory
 // (compressed_checkpoint.hpp).
@@ -61,7 +61,7 @@ constexpr const char* kUsage =
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
     "       infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
-    "                      [--group 32|64|128] [--asym] [--no-gptq] [--no-rotate]\n"
+    "                      [--group 32|64|128] [--asym] [--w8a16 GLOB]... [--no-gptq] [--no-rotate]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  int8, fp8, fp8-tensor, fp8-dynamic   a Hugging Face directory to a compressed-tensors checkpoint\n"
@@ -86,6 +86,9 @@ constexpr const char* kUsage =
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
     "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
+    "  --w8a16 GLOB         int4: write the linear weights whose whole name matches the glob as W8A16\n"
+    "                       instead (8-bit, a scale per row), a mixed-precision checkpoint, e.g.\n"
+    "                       --w8a16 'model.layers.*.self_attn.[kv]_proj.weight' (repeatable; --keep wins)\n"
     "  --no-gptq            int8 / int4 with --calib: no GPTQ error compensation (SmoothQuant or AWQ only)\n"
     "  --no-rotate          int8: no online Hadamard rotation of the linear layers' inputs (transform_config;\n"
     "                       default: rotated, for the per-token quantization of the activations)\n"
@@ -99,7 +102,7 @@ struct Options {
   std::string in, out;
   std::string compressed;  // int8, w8a16, fp8, fp8-tensor, fp8-dynamic or int4: the compressed-tensors form
   quant::Preset preset{};
-  std::vector<std::string> keep;
+  std::vector<std::string> keep, w8a16;
   bool pure = false;
   int threads = 0;
   std::string imatrix, calib;
@@ -116,6 +119,7 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--keep") o.keep.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
+    else if (a == "--w8a16") o.w8a16.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--pure") o.pure = true;
     else if (a == "--imatrix") o.imatrix = cli::flag_value(kTool, kUsage, argc, argv, i);
     else if (a == "--calib") o.calib = cli::flag_value(kTool, kUsage, argc, argv, i);
@@ -154,13 +158,16 @@ Options parse(int argc, char** argv) {
                        kUsage);
     if (o.compressed != "int8" && o.compressed != "int4" && (!o.imatrix.empty() || o.no_gptq))
       cli::usage_error(kTool, o.compressed + " takes --calib (GPTQ) only: no --imatrix, no --no-gptq", kUsage);
-    if ((o.group != 0 || o.asym) && o.compressed != "int4") cli::usage_error(kTool, "--group and --asym are int4's", kUsage);
+    if ((o.group != 0 || o.asym || !o.w8a16.empty()) && o.compressed != "int4")
+      cli::usage_error(kTool, "--group, --asym and --w8a16 are int4's", kUsage);
     if (o.no_rotate && o.compressed != "int8") cli::usage_error(kTool, "--no-rotate is int8's", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
-  if (o.group != 0 || o.asym || o.no_gptq || o.no_rotate)
-    cli::usage_error(kTool, "--group and --asym (int4), --no-gptq (int8, int4) and --no-rotate (int8) are for the checkpoint forms",
+  if (o.group != 0 || o.asym || !o.w8a16.empty() || o.no_gptq || o.no_rotate)
+    cli::usage_error(kTool,
+                     "--group, --asym and --w8a16 (int4), --no-gptq (int8, int4) and --no-rotate (int8) are for the checkpoint "
+                     "forms",
                      kUsage);
   const auto preset = quant::find_preset(positional[2]);
   if (!preset) cli::usage_error(kTool, "unknown TYPE " + positional[2], kUsage);
@@ -324,6 +331,7 @@ int write_compressed(const Options& o) {
   c.out = o.out;
   c.scheme = o.compressed;
   c.keep = o.keep;
+  c.w8a16 = o.w8a16;
   c.threads = o.threads;
   c.group = o.group != 0 ? o.group : 128;
   c.symmetric = !o.asym;

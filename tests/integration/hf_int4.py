@@ -29,10 +29,16 @@ alpha is on the grid, the smoothed float model rebuilt from the record computes 
 GPTQ (--calib's default): the same factors, the codes of most matrices changed, the same bytes on
 one and two threads, and the checkpoint loads (its arithmetic: tests/unit/test_gptq.cpp).
 
+Mixed precision (int4 --w8a16 GLOB): each matrix byte for byte what w8a16 or int4 alone writes,
+group_1 naming the 8-bit modules, the logits against the checkpoint dequantized in numpy; with
+--calib, the 8-bit matrices take their group's AWQ factors without joining its search, and GPTQ
+runs on each of them (a group of 8-bit matrices alone included).
+
 Then the refusals, each one line naming the cause.
 
 usage: hf_int4.py BIN_DIR LIBINFER_SO REPO_ROOT
 """
+import fnmatch
 import json
 import os
 import shutil
@@ -407,6 +413,106 @@ with tempfile.TemporaryDirectory() as tmp:
     except Exception as e:
         failures.append(f"{label}: {e}")
 
+    # Mixed precision (--w8a16 GLOB): the matching matrices exactly as infer-quantize's w8a16 writes
+    # them, the others exactly as its int4 writes them; config group_1 names the 8-bit modules (W8A16
+    # per channel); the checkpoint computes within float rounding of the F32 model dequantized here
+    # from its own tensors (compressed-tensors' definitions: 8-bit words hold v + 128 a byte).
+    label = "ref int4 --w8a16 k/v + layer 0 down"
+    try:
+        src = sources["ref"]
+        eight = ["model.layers.*.self_attn.[kv]_proj.weight", "model.layers.0.mlp.down_proj.weight"]
+        eight_args = [a for g in eight for a in ("--w8a16", g)]
+        mixed, four, w8 = (os.path.join(tmp, "ref-mixed-" + t) for t in ("both", "int4", "w8a16"))
+        p = run([tool("infer-quantize"), src, mixed, "int4", "--group", "64"] + eight_args)
+        run([tool("infer-quantize"), src, four, "int4", "--group", "64"])
+        run([tool("infer-quantize"), src, w8, "w8a16"])
+        m, f4, f8 = (read_safetensors(os.path.join(d, "model.safetensors")) for d in (mixed, four, w8))
+        is_eight = lambda module: any(fnmatch.fnmatchcase(module + ".weight", g) for g in eight)  # noqa: E731
+        bad = []
+        if set(m) != set(f4):
+            bad.append(f"tensors {sorted(set(m) ^ set(f4))[:4]}")
+        modules8 = set()
+        for k in sorted(set(m) & set(f4)):
+            module = k.rsplit(".", 1)[0]
+            if k.rsplit(".", 1)[1].startswith("weight_") and is_eight(module):
+                modules8.add(module)
+                if m[k] != f8[k]:
+                    bad.append(f"{k}: not w8a16's tensor")
+            elif m[k] != f4[k]:
+                bad.append(f"{k}: not int4's tensor")
+        layers = len({k.split(".")[2] for k in m if k.startswith("model.layers.")})
+        if len(modules8) != 2 * layers + 1:
+            bad.append(f"{len(modules8)} W8A16 modules for {layers} layers")
+        with open(os.path.join(mixed, "config.json")) as fh:
+            groups = json.load(fh)["quantization_config"]["config_groups"]
+        g1 = groups.get("group_1", {})
+        w1 = g1.get("weights") or {}
+        if set(g1.get("targets", [])) != modules8 or groups["group_0"]["targets"] != ["Linear"]:
+            bad.append(f"group_1 targets {g1.get('targets')}")
+        if (w1.get("num_bits"), w1.get("type"), w1.get("strategy"), g1.get("input_activations", 0)) != (8, "int", "channel", None):
+            bad.append(f"group_1 is not W8A16 per channel: {g1}")
+        # The summary's bits per weight count the 8-bit matrices' bytes too.
+        lin = {k: v for k, v in m.items() if k.startswith("model.layers.") and "_proj.weight" in k}
+        weights = sum(v[1][0] * v[1][1] * (4 if k.rsplit(".", 1)[0] in modules8 else 8) for k, v in lin.items()
+                      if k.endswith(".weight_packed"))
+        expect = f"(the linear layers: {8 * sum(len(v[2]) for v in lin.values()) / weights:.2f} bits per weight)"
+        if expect not in p.stderr:
+            bad.append(f"the summary does not say {expect}")
+        # The dequantized F32 model.
+        deq = os.path.join(tmp, "ref-mixed-dequantized-f32")
+        shutil.copytree(src, deq)
+        tensors = []
+        for name, (dtype, shape, data) in sorted(read_safetensors(os.path.join(src, "model.safetensors")).items()):
+            module = name[:-len(".weight")]
+            if module + ".weight_packed" in m:
+                words = np.frombuffer(m[module + ".weight_packed"][2], dtype="<u4").reshape(shape[0], -1)
+                s = np.frombuffer(m[module + ".weight_scale"][2], dtype="<f4").reshape(shape[0], -1)
+                if module in modules8:
+                    v = (np.frombuffer(words.tobytes(), dtype=np.uint8) ^ 0x80).view(np.int8).reshape(shape)
+                    w = v.astype(np.float32) * s
+                else:
+                    v = np.stack([((words >> (4 * k)) & 15).astype(np.int64) - 8 for k in range(8)], axis=2).reshape(shape)
+                    w = (v.reshape(shape[0], s.shape[1], -1).astype(np.float32) * s[..., None]).reshape(shape)
+                data = w.astype("<f4").tobytes()
+            tensors.append((name, dtype, shape, data))
+        write_safetensors(os.path.join(deq, "model.safetensors"), tensors)
+        lm, ld, l0 = logits_of(mixed), logits_of(deq), logits_of(src)
+        worst, quantization = worst_relative(lm, ld), worst_relative(l0, ld)
+        if worst > 0.02 * quantization:
+            bad.append(f"logits {worst:.3g} of the row's largest from the dequantized model's (quantization: {quantization:.3g})")
+        # With a calibration (AWQ + GPTQ): k/v take their group's AWQ factors without joining its search
+        # (q alone decides them), layer 0's down_proj, alone in its group, is not smoothed; GPTQ runs on
+        # every 8-bit matrix (codes other than --no-gptq's).
+        calib = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4", "-t", "2"]
+        outl = os.path.join(tmp, "ref-outliers")
+        cm, cn = os.path.join(tmp, "ref-mixed-calib"), os.path.join(tmp, "ref-mixed-calib-nogptq")
+        run([tool("infer-quantize"), outl, cm, "int4"] + eight_args + calib)
+        run([tool("infer-quantize"), outl, cn, "int4", "--no-gptq"] + eight_args + calib)
+        with open(os.path.join(cm, "awq.json")) as fh:
+            record = json.load(fh)["groups"]
+        with open(os.path.join(os.path.join(tmp, "ref-awq-calib"), "awq.json")) as fh:
+            all4 = json.load(fh)["groups"]
+        tm, tn = (read_safetensors(os.path.join(d, "model.safetensors")) for d in (cm, cn))
+        attn = [g for g in record if any(c.endswith("q_proj.weight") for c in g["multiplied_columns"])]
+        if not attn or not all(any(c.endswith("k_proj.weight") for c in g["multiplied_columns"]) for g in attn):
+            bad.append("k/v do not take their attention group's factors")
+        if any("model.layers.0.mlp.down_proj.weight" in g["multiplied_columns"] for g in record):
+            bad.append("layer 0's down_proj, alone in its group and 8-bit, was smoothed")
+        if len(record) != len(all4) - 1:
+            bad.append(f"{len(record)} groups smoothed, {len(all4) - 1} expected (every one but layer 0's down)")
+        same = [mod for mod in sorted(modules8) if tm[mod + ".weight_packed"] == tn[mod + ".weight_packed"]]
+        if same:
+            bad.append(f"GPTQ left the codes of {same[:3]} as they were")
+        logits_of(cm)
+        if bad:
+            failures.append(f"{label}: " + "; ".join(bad[:4]))
+        else:
+            checked.append(f"{label}: {len(modules8)} modules exactly w8a16's, the rest int4's, group_1 names them; logits "
+                           f"within {worst:.2g} of the dequantized model's (quantization {quantization:.2g}); with --calib, "
+                           f"k/v take q's AWQ factors, the lone 8-bit down_proj is not smoothed, GPTQ changes every 8-bit matrix")
+    except Exception as e:
+        failures.append(f"{label}: {e}")
+
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
     good = os.path.join(tmp, "ref-g128-s-ct")
 
@@ -442,7 +548,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     for label, args, expect in (
             ("--group 16", [good, os.path.join(tmp, "z"), "int4", "--group", "16"], "--group"),
-            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group and --asym are int4's"),
+            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group, --asym and --w8a16 are int4's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
              "no linear layer to quantize")):
         p = run([tool("infer-quantize")] + args, ok=False)

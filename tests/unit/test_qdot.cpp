@@ -213,5 +213,5 @@ TEST_CASE("the several-rows decode kernels equal the scalar one-row dot bit for 
       }
     }
   }
-  if (detected_isa() >= CpuIsa::avx512) REQUIRE(kernels == 3);  // Q5_0, Q4_1, Q5_1
+  if (detected_isa() >= CpuIsa::avx512) REQUIRE(kernels == 4);  // Q8_0, Q5_0, Q4_1, Q5_1
 }

@@ -106,8 +106,8 @@ QDotKernel qdot_q5_k_avx2;
 QDotKernel qdot_q6_k_avx2;
 
 // Several rows at once (kernels/cpu/qdot_rows_avx512.cpp; CpuIsa::avx512) for the legacy types
-// read in place whose one-row kernels are bound by their instructions rather than by memory
-// (Q8_0's are not: two rows per vector did not make its decode faster).
+// read in place, whose one-row kernels spend too many instructions a block to keep up with memory.
+QDotRowsKernel qdot_rows_q8_0_avx512;
 QDotRowsKernel qdot_rows_q5_0_avx512;
 QDotRowsKernel qdot_rows_q4_1_avx512;
 QDotRowsKernel qdot_rows_q5_1_avx512;

@@ -106,12 +106,14 @@ void smoothed_row(const safetensors::Tensor& t, DType src, const MatrixSmoothing
 struct GptqFactor {
   std::vector<double> u;
   std::vector<bool> dead;
+  std::vector<int64_t> order;  // activation order (int4 --actorder); empty: column order
 };
 
 // GPTQ's factor of a matrix's input second moments, carried into the smoothed space (the input
 // is x / s: H_ij / (s_i s_j)) and the rotated one (R x: R H R, R symmetric); none without second
-// moments.
-Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, const Hessian* hessian, const MatrixSmoothing* sm) {
+// moments. With `actorder`, in activation order (quant/gptq.hpp).
+Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, const Hessian* hessian, const MatrixSmoothing* sm,
+                                                  bool actorder = false) {
   if (!hessian) return std::optional<GptqFactor>();
   const int64_t m = hessian->n;
   if (m != t.shape[1])
@@ -129,7 +131,8 @@ Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, 
         for (int64_t j = i + 1; j < m; ++j) std::swap(h[static_cast<size_t>(i * m + j)], h[static_cast<size_t>(j * m + i)]);
     }
   std::optional<GptqFactor> f(std::in_place);
-  auto u = quant::gptq_factor(h, m, f->dead);
+  if (actorder) f->order = quant::gptq_act_order(h, m);
+  auto u = actorder ? quant::gptq_factor(h, m, f->dead, f->order) : quant::gptq_factor(h, m, f->dead);
   if (!u.ok()) return Status(u.status().code(), t.name + ": " + u.status().message());
   f->u = std::move(u).value();
   return f;
@@ -182,7 +185,8 @@ Status quantize_rows_i4(const safetensors::Tensor& t, DType src, const MatrixSmo
     smoothed_row(t, src, sm, r, row.data());
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
-    if (gptq) quant::gptq_quantize_row(row.data(), n, gptq->u, gptq->dead, q, blocks.data());
+    if (gptq && !gptq->order.empty()) quant::gptq_quantize_row_ordered(row.data(), n, gptq->u, gptq->dead, gptq->order, q, blocks.data());
+    else if (gptq) quant::gptq_quantize_row(row.data(), n, gptq->u, gptq->dead, q, blocks.data());
     else quantize_row_i4(row.data(), blocks.data(), n, q);
     i4_row_to_compressed(blocks.data(), type, n, values.data(), scales + r * groups, zeros + r * groups);
     pack_int4_words(values.data(), n, words + r * (n / 8));
@@ -216,11 +220,16 @@ Json eight_bit_weights(const std::string& scheme) {
 // The quantization_config. int4 with `w8a16_modules`: those in a second group (W8A16), named one by
 // one; a module's name matches before the class name "Linear" does (vLLM's find_matched_target).
 Json scheme_config(const std::string& scheme, const std::vector<std::string>& ignore, int64_t group, bool symmetric,
-                   const std::vector<std::string>& w8a16_modules) {
+                   const std::vector<std::string>& w8a16_modules, bool actorder) {
   if (scheme == "int4") {  // W4A16 (W4A16_ASYM with zero points), as llm-compressor's presets write it
-    const Json weights = {{"num_bits", 4},           {"type", "int"},      {"strategy", "group"},
-                          {"symmetric", symmetric}, {"dynamic", false},   {"group_size", group},
-                          {"actorder", nullptr},     {"observer", "mse"}};
+    const Json weights = {{"num_bits", 4},
+                          {"type", "int"},
+                          {"strategy", "group"},
+                          {"symmetric", symmetric},
+                          {"dynamic", false},
+                          {"group_size", group},
+                          {"actorder", actorder ? Json("weight") : Json(nullptr)},
+                          {"observer", "mse"}};
     Json groups = {{"group_0",
                     {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr}, {"output_activations", nullptr}}}};
     if (!w8a16_modules.empty())
@@ -533,7 +542,7 @@ Status add_int4_tensors(safetensors::Writer& writer, const safetensors::Tensor& 
   INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_packed", safetensors::Dtype::i32, {rows, n / 8},
                                           [tp, src, smoothing, q, out, hessian, &o](std::span<uint8_t> dst) -> Status {
     auto* words = reinterpret_cast<int32_t*>(dst.data());
-    INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
+    INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing, o.actorder));
     const Status done = parallel_rows(tp->shape[0], o.threads, [&](int64_t b, int64_t e) {
       return quantize_rows_i4(*tp, src, smoothing, q, gptq ? &*gptq : nullptr, b, e, words, out->scales.data(),
                               out->zeros.data());
@@ -638,6 +647,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
   };
   const auto is_kept = [&](const std::string& name) { return matches(o.keep, name); };  // --keep: left in its float type
   if (!o.w8a16.empty() && !int4) return invalid_argument("W8A16 matrices (w8a16 globs) mix into int4 checkpoints only");
+  if (o.actorder && (!int4 || !o.hessians)) return invalid_argument("activation order is int4's GPTQ's (a calibration's second moments)");
   // int4's W8A16 matrices (not kept): the 8-bit scheme, outside AWQ's search, which weighs 4-bit losses.
   const auto is_eight = [&](const std::string& name) { return int4 && !is_kept(name) && matches(o.w8a16, name); };
   std::optional<SmoothingPlan> plan;
@@ -929,13 +939,16 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
                    {"calibration", o.calibration_note},
                    {"groups", plan->record}};
     if (int4) record["grid"] = o.awq_grid;
-    if (o.hessians) record["gptq"] = {{"dampening", 0.01}, {"actorder", nullptr}, {"inputs", o.hessians->size()}};
+    if (o.hessians)
+      record["gptq"] = {{"dampening", 0.01},
+                        {"actorder", int4 && o.actorder ? Json("weight") : Json(nullptr)},
+                        {"inputs", o.hessians->size()}};
     if (!int4) record["alpha"] = o.smooth_alpha;
     INFER_RETURN_IF_ERROR(write_text(out / (int4 ? "awq.json" : "smoothquant.json"),
                                      record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
   }
   // The config last: a directory with it is complete.
-  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric, eight_modules);
+  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric, eight_modules, o.actorder);
   if (!rotated.empty()) config["quantization_config"]["transform_config"] = {{"config_groups", transform_groups}};
   INFER_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   return sum;

@@ -58,6 +58,8 @@ struct CompressedOptions {
   // (int8) or AWQ (int4), alone for w8a16 and the fp8 schemes (activation_rms then serves only to
   // name each layer's input).
   const std::map<std::string, Hessian>* hessians = nullptr;
+  // int4 with hessians: GPTQ in activation order with static groups (actorder "weight", quant/gptq.hpp).
+  bool actorder = false;
   // Called after each AWQ group's search with its importance-matrix key, the groups done and all.
   std::function<void(const std::string& key, int done, int total)> on_awq_group;
   // Called after each tensor with the input bytes it held and its name.

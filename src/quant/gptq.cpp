@@ -83,16 +83,18 @@ Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n,
 
 namespace {
 
-// The loop of every GPTQ row: x (double, dead columns zero) quantized column by column,
-// quantize(j) giving column j's dequantized value (reading x as it stands), each column's error
-// spread over the columns after it through U's row.
+// The loop of every GPTQ row: x (double, dead columns zero) quantized column by column, in
+// `order` (null: 0 .. n - 1), quantize(j) giving column j's dequantized value (reading x as it
+// stands), each column's error spread over the columns after it through U's row.
 template <class Quantize>
-void compensate_row(std::vector<double>& x, int64_t n, const std::vector<double>& u, Quantize&& quantize) {
-  for (int64_t j = 0; j < n; ++j) {
-    const double deq = quantize(j);
-    const double* uj = u.data() + j * n;
-    const double e = (x[static_cast<size_t>(j)] - deq) / uj[j];
-    for (int64_t k = j + 1; k < n; ++k) x[static_cast<size_t>(k)] -= e * uj[k];
+void compensate_row(std::vector<double>& x, int64_t n, const std::vector<double>& u, const int64_t* order,
+                    Quantize&& quantize) {
+  const auto col = [order](int64_t t) { return static_cast<size_t>(order ? order[t] : t); };
+  for (int64_t t = 0; t < n; ++t) {
+    const double deq = quantize(static_cast<int64_t>(col(t)));
+    const double* ut = u.data() + t * n;
+    const double e = (x[col(t)] - deq) / ut[t];
+    for (int64_t k = t + 1; k < n; ++k) x[col(k)] -= e * ut[k];
   }
 }
 
@@ -110,7 +112,7 @@ void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, 
   std::vector<double> x = live_values(w, n, dead);
   std::vector<float> current(static_cast<size_t>(g));  // the group's values as each was quantized
   I4Group grp;
-  compensate_row(x, n, u, [&](int64_t j) {
+  compensate_row(x, n, u, nullptr, [&](int64_t j) {
     const int64_t at = j % g;
     if (at == 0) {
       for (int64_t k = 0; k < g; ++k) current[static_cast<size_t>(k)] = static_cast<float>(x[static_cast<size_t>(j + k)]);
@@ -123,6 +125,60 @@ void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, 
   });
 }
 
+std::vector<int64_t> gptq_act_order(const std::vector<double>& h, int64_t n) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) order[static_cast<size_t>(j)] = j;
+  const auto diag = [&](int64_t j) {
+    const double d = h[static_cast<size_t>(j * n + j)];
+    return d > 0.0 ? d : 0.0;  // dead (or NaN) last
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return diag(a) > diag(b); });
+  return order;
+}
+
+Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n, std::vector<bool>& dead,
+                                        const std::vector<int64_t>& order) {
+  if (n <= 0 || h.size() != static_cast<size_t>(n * n) || order.size() != static_cast<size_t>(n))
+    return invalid_argument("GPTQ: H or the column order does not have " + std::to_string(n) + " columns");
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t j : order) {
+    if (j < 0 || j >= n || seen[static_cast<size_t>(j)]) return invalid_argument("GPTQ: the column order is not a permutation");
+    seen[static_cast<size_t>(j)] = true;
+  }
+  std::vector<double> hp(static_cast<size_t>(n * n));
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t i = std::max(order[static_cast<size_t>(a)], order[static_cast<size_t>(b)]);
+      const int64_t j = std::min(order[static_cast<size_t>(a)], order[static_cast<size_t>(b)]);
+      hp[static_cast<size_t>(a * n + b)] = h[static_cast<size_t>(i * n + j)];  // H's lower triangle
+    }
+  std::vector<bool> dead_p;
+  auto u = gptq_factor(hp, n, dead_p);
+  if (!u.ok()) return u;
+  dead.assign(static_cast<size_t>(n), false);
+  for (int64_t t = 0; t < n; ++t) dead[static_cast<size_t>(order[static_cast<size_t>(t)])] = dead_p[static_cast<size_t>(t)];
+  return u;
+}
+
+void gptq_quantize_row_ordered(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                               const std::vector<int64_t>& order, const I4QuantOptions& o, void* dst) noexcept {
+  const int64_t g = o.group;
+  std::vector<double> x = live_values(w, n, dead);
+  std::vector<float> v(static_cast<size_t>(n));  // each column's value as it was quantized
+  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(j)] = static_cast<float>(x[static_cast<size_t>(j)]);
+  std::vector<I4Group> groups(static_cast<size_t>(n / g));  // static: from the values as they come in
+  for (int64_t b = 0; b < n / g; ++b)
+    groups[static_cast<size_t>(b)] =
+        i4_choose_group(v.data() + b * g, o.importance ? o.importance + b * g : nullptr, g, o.symmetric, o.scale_precision);
+  compensate_row(x, n, u, order.data(), [&](int64_t j) {
+    const auto vj = static_cast<float>(x[static_cast<size_t>(j)]);
+    v[static_cast<size_t>(j)] = vj;
+    const I4Group& grp = groups[static_cast<size_t>(j / g)];
+    return static_cast<double>(grp.d) * (static_cast<double>(i4_code(vj, grp)) - static_cast<double>(grp.z));
+  });
+  for (int64_t b = 0; b < n / g; ++b) i4_store_block(dst, g, b, groups[static_cast<size_t>(b)], v.data() + b * g);
+}
+
 void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
                           void* dst) noexcept {
   std::vector<double> x = live_values(w, n, dead);
@@ -131,7 +187,7 @@ void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& 
   const float s = amax / 127.0f;
   auto* q = static_cast<int8_t*>(dst);
   int32_t sum = 0;
-  compensate_row(x, n, u, [&](int64_t j) {
+  compensate_row(x, n, u, nullptr, [&](int64_t j) {
     const auto v = static_cast<float>(x[static_cast<size_t>(j)]);
     const float c = s != 0.0f ? std::clamp(std::nearbyint(v / s), -127.0f, 127.0f) : 0.0f;
     q[j] = static_cast<int8_t>(c);
@@ -151,7 +207,7 @@ void gptq_quantize_row_f8(const float* w, int64_t n, const std::vector<double>& 
     s = amax / 448.0f;
   }
   auto* q = static_cast<uint8_t*>(dst);
-  compensate_row(x, n, u, [&](int64_t j) {
+  compensate_row(x, n, u, nullptr, [&](int64_t j) {
     q[j] = s != 0.0f ? f32_to_e4m3(static_cast<float>(x[static_cast<size_t>(j)]) / s) : 0;
     return static_cast<double>(s) * e4m3_to_f32(q[j]);
   });

@@ -21,10 +21,15 @@
 // live columns (or the matrix's scale, given), each column's code e4m3(w_j / s) (nearest, ties to
 // even, saturating) of its compensated value, its value s e4m3(code).
 //
-// Rows are independent (any thread count gives the same bytes); groups in column order, no
-// activation reordering (compressed-tensors' actorder null). With a diagonal H nothing is spread
-// and the result is the plain quantizer's (quantize_row_i4's with the same importance,
-// quantize_row_i8_row's).
+// Rows are independent (any thread count gives the same bytes); groups in column order. With a
+// diagonal H nothing is spread and the result is the plain quantizer's (quantize_row_i4's with the
+// same importance, quantize_row_i8_row's).
+//
+// Activation order (GPTQ's act-order with static groups; compressed-tensors' actorder "weight"):
+// the columns are quantized by decreasing H diagonal, the inputs that carry the most first, while
+// the groups keep their columns (no group index is stored). Each group's scale and zero point are
+// then chosen before the loop, from the row's values as they come in, and U is the factor of H
+// with its rows and columns in that order.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +49,18 @@ Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n,
 // importance, scale precision as quantize_row_i4 takes them).
 void gptq_quantize_row(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
                        const I4QuantOptions& o, void* dst) noexcept;
+
+// Activation order: the columns by decreasing H diagonal (the dead ones, whose diagonal is 0, last),
+// ties by index. order[t] is the column quantized t-th.
+std::vector<int64_t> gptq_act_order(const std::vector<double>& h, int64_t n);
+// U for H taken in `order` (a permutation of 0 .. n - 1): row and column t of the permuted H are
+// H's order[t]. `dead` is indexed by H's columns.
+Result<std::vector<double>> gptq_factor(const std::vector<double>& h, int64_t n, std::vector<bool>& dead,
+                                        const std::vector<int64_t>& order);
+// One row as gptq_quantize_row, in activation order with static groups: u from the gptq_factor
+// above with the same order.
+void gptq_quantize_row_ordered(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                               const std::vector<int64_t>& order, const I4QuantOptions& o, void* dst) noexcept;
 
 // One row of n floats (n a multiple of 32) quantized as above into an i8_row row at dst.
 void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,

@@ -27,7 +27,8 @@ factors follow from the importance matrix by the formula for the recorded alpha 
 alpha is on the grid, the smoothed float model rebuilt from the record computes the source's logits
 (Gemma: within rounding), and --calib --no-gptq writes what --imatrix of the same text writes.
 GPTQ (--calib's default): the same factors, the codes of most matrices changed, the same bytes on
-one and two threads, and the checkpoint loads (its arithmetic: tests/unit/test_gptq.cpp).
+one and two threads, and the checkpoint loads (its arithmetic: tests/unit/test_gptq.cpp); the same
+for --actorder (activation order), which also declares actorder "weight" in the config and record.
 
 Mixed precision (int4 --w8a16 GLOB): each matrix byte for byte what w8a16 or int4 alone writes,
 group_1 naming the 8-bit modules, the logits against the checkpoint dequantized in numpy; with
@@ -316,6 +317,18 @@ with tempfile.TemporaryDirectory() as tmp:
             changed = sum(1 for k in packed if t1[k] != noq[k])
             if changed < len(packed) // 2:
                 bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
+            if prefix == "ref":  # --actorder: the same factors, other codes, one and two threads alike, declared
+                more, ta = gptq_twice(src, os.path.join(tmp, prefix + "-gptq-act"), "int4", calib + ["--actorder"], "awq.json",
+                                      groups_without)
+                bad += more
+                with open(os.path.join(tmp, prefix + "-gptq-act-1", "config.json")) as f:
+                    declared = json.load(f)["quantization_config"]["config_groups"]["group_0"]["weights"].get("actorder")
+                with open(os.path.join(tmp, prefix + "-gptq-act-1", "awq.json")) as f:
+                    recorded = json.load(f)["gptq"].get("actorder")
+                reordered = sum(1 for k in packed if ta[k] != t1[k])
+                if (declared, recorded) != ("weight", "weight") or reordered < len(packed) // 2:
+                    bad.append(f"--actorder: config actorder {declared!r}, record {recorded!r}, "
+                               f"{reordered} of {len(packed)} matrices' codes changed")
             with open(os.path.join(written, "awq.json")) as f:
                 record = json.load(f)
             weights = load_file(os.path.join(src, "model.safetensors"))
@@ -355,7 +368,8 @@ with tempfile.TemporaryDirectory() as tmp:
             else:
                 checked.append(f"{label}: {len(record['groups'])} groups ({scaled} scaled), factors as the formula gives "
                                f"for each recorded alpha; the smoothed float model computes the source's logits; GPTQ "
-                               f"changes the codes of {changed} of {len(packed)} matrices, the same on 1 and 2 threads")
+                               f"changes the codes of {changed} of {len(packed)} matrices, the same on 1 and 2 threads" +
+                               (" (with --actorder too, declared)" if prefix == "ref" else ""))
         except Exception as e:
             failures.append(f"{label}: {e}")
 
@@ -549,6 +563,8 @@ with tempfile.TemporaryDirectory() as tmp:
     for label, args, expect in (
             ("--group 16", [good, os.path.join(tmp, "z"), "int4", "--group", "16"], "--group"),
             ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group, --asym and --w8a16 are int4's"),
+            ("--actorder without --calib", [sources["ref"], os.path.join(tmp, "z"), "int4", "--actorder"],
+             "--actorder is int4's GPTQ's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
              "no linear layer to quantize")):
         p = run([tool("infer-quantize")] + args, ok=False)

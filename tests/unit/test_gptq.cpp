@@ -4,6 +4,7 @@
 // giving the same bytes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -159,6 +160,97 @@ TEST_CASE("GPTQ lowers the output error on correlated inputs, with and without z
       const DType type = *i4_type_of_group(group);
       const double eg = output_error(p, g, type), ep = output_error(p, plain, type);
       INFO("group " << group << " symmetric " << symmetric << ": GPTQ " << eg << ", plain " << ep);
+      CHECK(eg < 0.8 * ep);
+    }
+  }
+}
+
+TEST_CASE("GPTQ's activation order: columns by decreasing second moment, U of the permuted H", "[gptq]") {
+  const Problem p = make_problem(1, 64, 200, 13);
+  std::vector<double> h = p.h;
+  for (int64_t k = 0; k < p.n; ++k) h[static_cast<size_t>(5 * p.n + k)] = h[static_cast<size_t>(k * p.n + 5)] = 0.0;  // dead
+  h[static_cast<size_t>(9 * p.n + 9)] = h[static_cast<size_t>(3 * p.n + 3)];  // a tie: 3 before 9
+  const std::vector<int64_t> order = gptq_act_order(h, p.n);
+  REQUIRE(order.size() == static_cast<size_t>(p.n));
+  CHECK(order.back() == 5);
+  for (size_t t = 1; t < order.size(); ++t) {
+    const double a = h[static_cast<size_t>(order[t - 1] * p.n + order[t - 1])], b = h[static_cast<size_t>(order[t] * p.n + order[t])];
+    CHECK((a > b || (a == b && order[t - 1] < order[t]) || order[t] == 5));
+  }
+  std::vector<bool> dead;
+  const auto u = gptq_factor(h, p.n, dead, order);
+  REQUIRE(u.ok());
+  for (int64_t j = 0; j < p.n; ++j) CHECK(dead[static_cast<size_t>(j)] == (j == 5));
+  // Uᵀ U (H_P + λI) = I, H_P the permuted H with the dead column's diagonal 1 and its row and column 0.
+  double mean = 0.0;
+  for (int64_t j = 0; j < p.n; ++j) mean += j == 5 ? 1.0 : h[static_cast<size_t>(j * p.n + j)];
+  const double damp = 0.01 * mean / double(p.n);
+  const auto hp = [&](int64_t a, int64_t b) {
+    const int64_t i = order[static_cast<size_t>(a)], j = order[static_cast<size_t>(b)];
+    if (i == 5 || j == 5) return i == j ? 1.0 + damp : 0.0;
+    return h[static_cast<size_t>(i * p.n + j)] + (i == j ? damp : 0.0);
+  };
+  double worst = 0.0;
+  for (int64_t i = 0; i < p.n; ++i)
+    for (int64_t j = 0; j < p.n; ++j) {
+      double v = 0.0;
+      for (int64_t k = 0; k < p.n; ++k) {
+        double uu = 0.0;
+        for (int64_t m = 0; m <= std::min(i, k); ++m) uu += (*u)[static_cast<size_t>(m * p.n + i)] * (*u)[static_cast<size_t>(m * p.n + k)];
+        v += uu * hp(k, j);
+      }
+      worst = std::max(worst, std::fabs(v - (i == j ? 1.0 : 0.0)));
+    }
+  CHECK(worst < 1e-9);
+  // The identity order is the plain factor, bit for bit; a non-permutation is an error.
+  std::vector<int64_t> identity(static_cast<size_t>(p.n));
+  for (int64_t j = 0; j < p.n; ++j) identity[static_cast<size_t>(j)] = j;
+  std::vector<bool> dead2;
+  CHECK(*gptq_factor(h, p.n, dead2, identity) == *gptq_factor(h, p.n, dead2));
+  identity[1] = 0;
+  CHECK(!gptq_factor(h, p.n, dead2, identity).ok());
+}
+
+TEST_CASE("GPTQ in activation order: a diagonal H gives the plain quantizer, correlated inputs a smaller output error",
+          "[gptq]") {
+  {  // Diagonal: nothing spread, the static groups are the plain quantizer's.
+    const Problem p = make_problem(6, 256, 1, 5);
+    std::vector<double> h(static_cast<size_t>(p.n * p.n), 0.0);
+    std::vector<float> imp(static_cast<size_t>(p.n));
+    for (int64_t j = 0; j < p.n; ++j) h[static_cast<size_t>(j * p.n + j)] = imp[static_cast<size_t>(j)] = 1.0f + float(j % 7);
+    const std::vector<int64_t> order = gptq_act_order(h, p.n);
+    std::vector<bool> dead;
+    const auto u = gptq_factor(h, p.n, dead, order);
+    REQUIRE(u.ok());
+    for (bool symmetric : {true, false}) {
+      const I4QuantOptions o{.group = 64, .symmetric = symmetric, .importance = imp.data()};
+      std::vector<uint8_t> a(static_cast<size_t>(4 * 40)), b(a.size());
+      for (int64_t r = 0; r < p.rows; ++r) {
+        gptq_quantize_row_ordered(p.w.data() + r * p.n, p.n, *u, dead, order, o, a.data());
+        quantize_row_i4(p.w.data() + r * p.n, b.data(), p.n, o);
+        REQUIRE(a == b);
+      }
+    }
+  }
+  const Problem p = make_problem(24, 256, 512, 11);
+  std::vector<float> imp(static_cast<size_t>(p.n));
+  for (int64_t j = 0; j < p.n; ++j) imp[static_cast<size_t>(j)] = static_cast<float>(p.h[static_cast<size_t>(j * p.n + j)] / double(p.t));
+  const std::vector<int64_t> order = gptq_act_order(p.h, p.n);
+  std::vector<bool> dead;
+  const auto u = gptq_factor(p.h, p.n, dead, order);
+  REQUIRE(u.ok());
+  for (int64_t group : {int64_t{32}, int64_t{64}}) {
+    for (bool symmetric : {true, false}) {
+      const I4QuantOptions o{.group = group, .symmetric = symmetric, .importance = imp.data()};
+      const int64_t row_bytes = p.n / group * i4_block_bytes(group);
+      std::vector<uint8_t> g(static_cast<size_t>(p.rows * row_bytes)), plain(g.size());
+      for (int64_t r = 0; r < p.rows; ++r) {
+        gptq_quantize_row_ordered(p.w.data() + r * p.n, p.n, *u, dead, order, o, g.data() + r * row_bytes);
+        quantize_row_i4(p.w.data() + r * p.n, plain.data() + r * row_bytes, p.n, o);
+      }
+      const DType type = *i4_type_of_group(group);
+      const double eg = output_error(p, g, type), ep = output_error(p, plain, type);
+      INFO("group " << group << " symmetric " << symmetric << ": GPTQ in activation order " << eg << ", plain " << ep);
       CHECK(eg < 0.8 * ep);
     }
   }

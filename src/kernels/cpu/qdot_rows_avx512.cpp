@@ -67,6 +67,21 @@ inline __m512i quants2(const BlockQ5_1& a, const BlockQ5_1& b) {
   return _mm512_or_si512(nibbles2(a.qs, b.qs), _mm512_maskz_mov_epi8(high_bits2(a.qh, b.qh), _mm512_set1_epi8(0x10)));
 }
 
+// The gather of the scale words of 4 blocks of `rows` weight rows (at most 4), ws bytes apart:
+// lane 4 i' + j reads block i0 + i' of row j at offsets[lane] bytes from row 0's block i0; i_of
+// holds i' per lane, of_rows the lanes of rows that exist.
+struct ScaleGather {
+  __m512i offsets, i_of;
+  __mmask16 of_rows;
+};
+inline ScaleGather scale_gather(int64_t ws, int64_t block_bytes, int rows) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i j_of = _mm512_and_si512(lane, _mm512_set1_epi32(3)), i_of = _mm512_srli_epi32(lane, 2);
+  return {_mm512_add_epi32(_mm512_mullo_epi32(j_of, _mm512_set1_epi32(static_cast<int32_t>(ws))),
+                           _mm512_mullo_epi32(i_of, _mm512_set1_epi32(static_cast<int32_t>(block_bytes)))),
+          i_of, _mm512_cmplt_epi32_mask(j_of, _mm512_set1_epi32(rows))};
+}
+
 // What the kernels read of the activation row, prepared once per call: the block scales (and,
 // for Q8_1, sums) as floats, 4 blocks past the last readable; for Q5_0, -16 times the sum of
 // each 4 activation quants (8 lanes a block), the offset of its weight quants.
@@ -97,11 +112,7 @@ struct Rows {
     for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
     const Block* row[W];
     for (int j = 0; j < W; ++j) row[j] = reinterpret_cast<const Block*>(w + j * ws);
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i j_of = _mm512_and_si512(lane, _mm512_set1_epi32(3)), i_of = _mm512_srli_epi32(lane, 2);
-    const __m512i offsets = _mm512_add_epi32(_mm512_mullo_epi32(j_of, _mm512_set1_epi32(static_cast<int32_t>(ws))),
-                                             _mm512_mullo_epi32(i_of, _mm512_set1_epi32(static_cast<int32_t>(kBlock))));
-    const __mmask16 of_rows = _mm512_cmplt_epi32_mask(j_of, _mm512_set1_epi32(W));
+    const auto [offsets, i_of, of_rows] = scale_gather(ws, kBlock, W);
     alignas(64) float dd[16], mw[16];
     for (int64_t i0 = 0; i0 < nb; i0 += 4) {
       const int64_t count = std::min<int64_t>(4, nb - i0);
@@ -202,11 +213,7 @@ void q8_0_rows(const uint8_t* w, int64_t ws, const BlockQ8_0* a, const int32_t* 
   for (int j = 0; j < W; ++j) acc[j] = _mm256_setzero_ps();
   const BlockQ8_0* row[W];
   for (int j = 0; j < W; ++j) row[j] = reinterpret_cast<const BlockQ8_0*>(w + j * ws);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i j_of = _mm512_and_si512(lane, _mm512_set1_epi32(3)), i_of = _mm512_srli_epi32(lane, 2);
-  const __m512i offsets = _mm512_add_epi32(_mm512_mullo_epi32(j_of, _mm512_set1_epi32(static_cast<int32_t>(ws))),
-                                           _mm512_mullo_epi32(i_of, _mm512_set1_epi32(static_cast<int32_t>(kBlock))));
-  const __mmask16 of_rows = _mm512_cmplt_epi32_mask(j_of, _mm512_set1_epi32(W));
+  const auto [offsets, i_of, of_rows] = scale_gather(ws, kBlock, W);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256 magic = _mm256_set1_ps(kMagic);
   alignas(64) float dd[16];

@@ -220,6 +220,14 @@ def edit_tensors(fn):
     return edit
 
 
+def report(label, bad, ok):
+    """One case's outcome: its first problems as a failure, or `ok` as what was checked."""
+    if bad:
+        failures.append(f"{label}: " + "; ".join(bad[:4]))
+    else:
+        checked.append(f"{label}: {ok}")
+
+
 def finish():
     for line in checked:
         print(line)

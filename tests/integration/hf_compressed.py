@@ -65,7 +65,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
-                       logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused,
+                       logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused, report,
                        run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
@@ -633,14 +633,11 @@ with tempfile.TemporaryDirectory() as tmp:
                 checked.append(f"gemma3 smoothed float model: logits within {worst:.2g} of the row's largest (bound 1e-3)")
                 if worst > 1e-3:
                     bad.append(f"the smoothed float model moves a logit by {worst:.3g} of the row's largest")
-            if bad:
-                failures.append(f"{label}: " + "; ".join(bad[:4]))
-            else:
-                n = sum(len(g["log2_scales"]) for g in record["groups"])
-                exact = "float within rounding" if prefix == "gemma3" else "exact in float"
-                checked.append(f"{label}: {len(record['groups'])} groups, {n} power-of-two factors as the formula gives; "
-                               f"{exact}; the checkpoint equals --weight-type int8 on the smoothed model; GPTQ: "
-                               f"{changed} of {len(codes)} matrices recoded, the same scales, one and two threads alike")
+            n = sum(len(g["log2_scales"]) for g in record["groups"])
+            exact = "float within rounding" if prefix == "gemma3" else "exact in float"
+            report(label, bad, f"{len(record['groups'])} groups, {n} power-of-two factors as the formula gives; "
+                   f"{exact}; the checkpoint equals --weight-type int8 on the smoothed model; GPTQ: "
+                   f"{changed} of {len(codes)} matrices recoded, the same scales, one and two threads alike")
         except Exception as e:
             failures.append(f"{label}: {e}")
 
@@ -676,11 +673,8 @@ with tempfile.TemporaryDirectory() as tmp:
             lg, lp = logits_of(g1), logits_of(plain)
             if lg == lp:
                 bad.append("GPTQ's checkpoint computes exactly the plain one")
-            if bad:
-                failures.append(f"{label}: " + "; ".join(bad[:4]))
-            else:
-                checked.append(f"{label}: {changed} of {len(packed)} matrices recoded, the same scales and float tensors, "
-                               f"one and two threads alike, loads ({len(lg)} rows of logits)")
+            report(label, bad, f"{changed} of {len(packed)} matrices recoded, the same scales and float tensors, "
+                   f"one and two threads alike, loads ({len(lg)} rows of logits)")
         except Exception as e:
             failures.append(f"{label}: {e}")
 

@@ -48,7 +48,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
-                       logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused,
+                       logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused, report,
                        run, smoothing_groups, text_path, tool, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
@@ -265,10 +265,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 if not np.array_equal(np.where(sc > 0, nearest, got), got):
                     bad.append(f"{module}: {int(np.sum(nearest != got))} codes are not the nearest for their scale")
             logits_of(written)
-            if bad:
-                failures.append(f"{label}: " + "; ".join(bad[:4]))
-            else:
-                checked.append(f"{label}: BF16 scales, every code the nearest for its group's scale, loads")
+            report(label, bad, "BF16 scales, every code the nearest for its group's scale, loads")
         except Exception as e:
             failures.append(f"{label}: {e}")
 
@@ -363,13 +360,10 @@ with tempfile.TemporaryDirectory() as tmp:
             logits_of(written)
             if scaled == 0:
                 bad.append("no group scaled (alpha 0 everywhere) despite the outlier channels")
-            if bad:
-                failures.append(f"{label}: " + "; ".join(bad[:4]))
-            else:
-                checked.append(f"{label}: {len(record['groups'])} groups ({scaled} scaled), factors as the formula gives "
-                               f"for each recorded alpha; the smoothed float model computes the source's logits; GPTQ "
-                               f"changes the codes of {changed} of {len(packed)} matrices, the same on 1 and 2 threads" +
-                               (" (with --actorder too, declared)" if prefix == "ref" else ""))
+            report(label, bad, f"{len(record['groups'])} groups ({scaled} scaled), factors as the formula gives "
+                   f"for each recorded alpha; the smoothed float model computes the source's logits; GPTQ "
+                   f"changes the codes of {changed} of {len(packed)} matrices, the same on 1 and 2 threads" +
+                   (" (with --actorder too, declared)" if prefix == "ref" else ""))
         except Exception as e:
             failures.append(f"{label}: {e}")
 
@@ -419,11 +413,8 @@ with tempfile.TemporaryDirectory() as tmp:
             if k not in ignore or k + ".weight_packed" in mine:
                 bad.append(f"{k} not kept (ignore {ignore})")
         logits_of(written)
-        if bad:
-            failures.append(f"{label}: " + "; ".join(bad[:4]))
-        else:
-            checked.append(f"{label}: the all-kept group unsmoothed; the kept v_proj ({sum(1 for e in v_factors if e)} "
-                           f"non-unit factors) and the norms BF16, exactly the smoothed values; in ignore; loads")
+        report(label, bad, f"the all-kept group unsmoothed; the kept v_proj ({sum(1 for e in v_factors if e)} "
+               f"non-unit factors) and the norms BF16, exactly the smoothed values; in ignore; loads")
     except Exception as e:
         failures.append(f"{label}: {e}")
 
@@ -518,12 +509,9 @@ with tempfile.TemporaryDirectory() as tmp:
         if same:
             bad.append(f"GPTQ left the codes of {same[:3]} as they were")
         logits_of(cm)
-        if bad:
-            failures.append(f"{label}: " + "; ".join(bad[:4]))
-        else:
-            checked.append(f"{label}: {len(modules8)} modules exactly w8a16's, the rest int4's, group_1 names them; logits "
-                           f"within {worst:.2g} of the dequantized model's (quantization {quantization:.2g}); with --calib, "
-                           f"k/v take q's AWQ factors, the lone 8-bit down_proj is not smoothed, GPTQ changes every 8-bit matrix")
+        report(label, bad, f"{len(modules8)} modules exactly w8a16's, the rest int4's, group_1 names them; logits "
+               f"within {worst:.2g} of the dequantized model's (quantization {quantization:.2g}); with --calib, "
+               f"k/v take q's AWQ factors, the lone 8-bit down_proj is not smoothed, GPTQ changes every 8-bit matrix")
     except Exception as e:
         failures.append(f"{label}: {e}")
 

@@ -66,6 +66,10 @@ constexpr std::array kTraits{
     DTypeTraits{DType::f8_act, "F8E4M3_ACT", 32, 128, true, false, 8, true},
     // i8_row's rows, multiplied by F32 activation rows (quant/int8_rows.hpp).
     DTypeTraits{DType::i8_w8a16, "I8_W8A16", 32, 32, true, true, 8, true},
+    // Blocks of one group: f32 scale, G int8 codes (quant/int8_groups.hpp).
+    DTypeTraits{DType::i8_g32, "I8_G32", 32, 36, true, true, 0, true},
+    DTypeTraits{DType::i8_g64, "I8_G64", 64, 68, true, true, 0, true},
+    DTypeTraits{DType::i8_g128, "I8_G128", 128, 132, true, true, 0, true},
 };
 
 constexpr std::array<int16_t, kMaxDTypeId + 1> make_index() {

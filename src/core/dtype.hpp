@@ -38,9 +38,12 @@ enum class DType : uint32_t {
   f8_w8a8 = 208,    // FP8 E4M3 weight rows as f8_row, computed with FP8 activations (W8A8-FP8)
   f8_act = 209,     // activations quantized to E4M3 per token, held decoded (quant/fp8_rows.hpp)
   i8_w8a16 = 210,   // INT8 weight rows as i8_row, computed with F32 activations (W8A16: weight-only)
+  i8_g32 = 211,     // INT8 with an f32 scale per group of 32, 64, 128, F32 activations (quant/int8_groups.hpp)
+  i8_g64 = 212,
+  i8_g128 = 213,
 };
 // The largest id above (tables indexed by id have kMaxDTypeId + 1 slots).
-inline constexpr uint32_t kMaxDTypeId = 210;
+inline constexpr uint32_t kMaxDTypeId = 213;
 
 struct DTypeTraits {
   DType type;

@@ -259,7 +259,8 @@ struct QuantScheme {
 };
 
 // config.json's quantization_config: the compressed-tensors schemes libinfer computes (docs/huggingface.md):
-// 8-bit symmetric weights, one scale per output channel or per tensor, INT8 (format int-quantized,
+// 8-bit symmetric weights, one scale per output channel or per tensor (or, INT8 without quantized
+// activations, per group), INT8 (format int-quantized,
 // or pack-quantized without quantized activations: W8A16) or FP8 E4M3 (float-quantized;
 // naive-quantized stores either the same way), with activations unquantized, dynamic per token or
 // static per tensor; and 4-bit int weights (pack-quantized), symmetric or with zero points, in
@@ -341,9 +342,12 @@ Status check_quantization_config(const Json& config, const std::string& where, Q
         if (f && *f == "pack-quantized") scheme_out.packed_bits = scheme_out.packed_bits == 4 ? -1 : 8;
         if (!json::get_bool(*w, "symmetric").value_or(true))
           return unsupported(at + ": " + g + ".weights: asymmetric 8-bit weights (zero points) are not supported");
-        if (s != "channel" && s != "tensor")
+        if (s == "group" && (!is_int || !weight_only))
+          return unsupported(at + ": " + g + ".weights: 8-bit weights in groups are supported as int weights without "
+                             "quantized activations (W8A16) only");
+        if (s != "channel" && s != "tensor" && s != "group")
           return unsupported(at + ": " + g + ".weights: strategy '" + s.substr(0, 32) +
-                             "' is not supported (channel and tensor are)");
+                             "' is not supported (channel, tensor and, for W8A16, group are)");
       }
     }
     for (const char* key : {"input_activations", "output_activations"}) {

@@ -10,6 +10,7 @@
 #include "kernels/cpu/ops.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/int4_groups.hpp"
+#include "quant/int8_groups.hpp"
 #include "quant/int8_rows.hpp"
 
 namespace infer {
@@ -76,6 +77,7 @@ Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
   const std::string where = file_.path() + ": " + t->name;
   const TensorInfo* scale = file_.find_tensor(t->name + "_scale");
   const int64_t n = t->shape[0], rows = t->view.rows();
+  if (scale && scale->n_dims == 2 && t->dtype == DType::i8) return from_int8_groups(t, scale);
   if (!scale || scale->dtype != DType::f32 || scale->n_dims != 1)
     return malformed_file(where + ": an " + std::string(dtype_name(t->dtype)) + " weight needs its F32 scales (" +
                           t->name + "_scale)");
@@ -152,6 +154,45 @@ Result<const TensorInfo*> WeightBinder::from_packed_int4(const TensorInfo* t) {
   Int4GroupWeight w{values, {static_cast<const float*>(scale->view.data), n_scales}, {}, rows, n, group};
   if (zero) w.zero_point = {static_cast<const int8_t*>(zero->view.data), n_scales};
   const Status converted = i4_rows_from_compressed(w, *type, c.data.data());
+  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
+  c.info = *t;
+  c.info.dtype = *type;
+  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
+  c.info.view = TensorView::contiguous(*type, t->n_dims, t->shape, c.data.data());
+  store_->push_back(std::move(c));
+  return &store_->back().info;
+}
+
+// A compressed-tensors INT8 weight in groups (W8A16: I8 [rows, n], unpacked by format/hf_directory.cpp
+// from its pack-quantized words) and its group scales ("<name>_scale", F32 [rows, groups]), as
+// blocks of the largest INT8 group type whose group divides the checkpoint's
+// (quant/int8_groups.hpp), exactly. Progress was counted by from_checkpoint.
+Result<const TensorInfo*> WeightBinder::from_int8_groups(const TensorInfo* t, const TensorInfo* scale) {
+  const std::string where = file_.path() + ": " + t->name;
+  const int64_t n = t->shape[0], rows = t->view.rows();
+  if (!file_.metadata().get_bool(hf::kInt8WeightOnlyKey).value_or(false))
+    return unsupported(where + ": INT8 weights in groups with quantized activations (W8A8) are not supported (W8A16 is)");
+  if (scale->dtype != DType::f32 || scale->shape[1] != rows || scale->shape[0] < 1 || n % scale->shape[0] != 0)
+    return malformed_file(where + ": an INT8 group weight needs its group scales (" + t->name + "_scale, [" +
+                          std::to_string(rows) + ", groups] with groups dividing " + std::to_string(n) + ")");
+  const int64_t groups = scale->shape[0], group = n / groups;
+  std::optional<DType> type;
+  for (int64_t g : {128, 64, 32})
+    if (!type && group % g == 0) type = i8_type_of_group(g);
+  if (!type)
+    return unsupported(where + ": groups of " + std::to_string(group) + " columns (INT8 groups must be a multiple of 32)");
+  if (!store_) return invalid_argument(where + ": quantized checkpoint weights need a store to convert into");
+  const auto row_bytes = dtype_row_bytes(*type, static_cast<uint64_t>(n));
+  if (!row_bytes) return invalid_argument(where + ": row size overflows");
+  ConvertedTensor c;
+  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
+  const auto count = static_cast<size_t>(rows) * static_cast<size_t>(n);
+  const Int8GroupWeight w{{static_cast<const int8_t*>(t->view.data), count},
+                          {static_cast<const float*>(scale->view.data), static_cast<size_t>(rows * groups)},
+                          rows,
+                          n,
+                          group};
+  const Status converted = i8_groups_from_compressed(w, *type, c.data.data());
   if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
   c.info = *t;
   c.info.dtype = *type;

@@ -36,9 +36,9 @@ class WeightBinder {
 
   // A 2-D weight matrix: as require() / optional(), converted to the weight type when one is set.
   // A compressed-tensors INT8 / FP8 weight (I8 / F8_E4M3 codes with "<name>_scale") becomes
-  // I8_ROW / F8E4M3_ROW / F8E4M3_TENSOR with its codes and scales exactly, and a pack-quantized INT4
-  // one (I4_PACKED with "<name>_scale" and "<name>_zero_point") I4_G32 / _G64 / _G128; the weight
-  // type leaves them.
+  // I8_ROW / I8_W8A16 / F8E4M3_ROW / F8E4M3_TENSOR with its codes and scales exactly (W8A16 group
+  // scales [rows, groups]: I8_G32 / _G64 / _G128), and a pack-quantized INT4 one (I4_PACKED with
+  // "<name>_scale" and "<name>_zero_point") I4_G32 / _G64 / _G128; the weight type leaves them.
   Result<const TensorInfo*> matrix(const std::string& name, std::initializer_list<int64_t> shape);
   Result<const TensorInfo*> optional_matrix(const std::string& name, std::initializer_list<int64_t> shape);
 
@@ -58,6 +58,7 @@ class WeightBinder {
   Result<const TensorInfo*> convert(const TensorInfo* t);
   Result<const TensorInfo*> from_checkpoint(const TensorInfo* t);
   Result<const TensorInfo*> from_packed_int4(const TensorInfo* t);
+  Result<const TensorInfo*> from_int8_groups(const TensorInfo* t, const TensorInfo* scale);
 
   const ModelFile& file_;
   std::optional<DType> weight_type_;

@@ -48,7 +48,8 @@ its transform_config; the transforms libinfer does not run are refused by name.
 
 Then the refusals, each a one-line error naming the cause: an unknown quant_method, 8-bit weights
 declared pack-quantized with quantized activations, INT8 groups with and without quantized
-activations in one checkpoint, 4-bit ones not packed, group-wise or asymmetric 8-bit weights, a
+activations in one checkpoint, 4-bit ones not packed, group-wise 8-bit weights with quantized
+activations (W8A16's groups load: hf_llmcompressor.py), block-wise or asymmetric 8-bit weights, a
 quantized tensor without its scale or without a quantization_config, a non-zero zero point.
 (INT4 W4A16 checkpoints: hf_int4.py.)
 
@@ -551,8 +552,10 @@ with tempfile.TemporaryDirectory() as tmp:
             "INT8 weights both with quantized activations (W8A8) and without (W8A16)")
     refused(tmp, good, "4-bit weights not packed", edit_config(lambda c: groups(c)["weights"].update(num_bits=4)),
             "4-bit weights must be stored pack-quantized")
-    refused(tmp, good, "group strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
-            "strategy 'group' is not supported")
+    refused(tmp, good, "W8A8 in groups", edit_config(lambda c: groups(c)["weights"].update(strategy="group", group_size=128)),
+            "8-bit weights in groups are supported as int weights without quantized activations (W8A16) only")
+    refused(tmp, good, "block strategy", edit_config(lambda c: groups(c)["weights"].update(strategy="block")),
+            "strategy 'block' is not supported")
     refused(tmp, good, "asymmetric", edit_config(lambda c: groups(c)["weights"].update(symmetric=False)), "asymmetric")
     refused(tmp, good, "frozen status", edit_config(lambda c: c["quantization_config"].update(quantization_status="frozen")),
             "quantization_status 'frozen'")

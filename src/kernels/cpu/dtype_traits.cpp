@@ -8,6 +8,7 @@
 #include "quant/dequantize.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/int4_groups.hpp"
+#include "quant/int8_groups.hpp"
 #include "quant/int8_rows.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_activations.hpp"
@@ -87,6 +88,18 @@ constexpr CpuTypeTraits kTable[] = {
      .from_float = quantize_row_i4_g128, .vec_dot_type = DType::f32, .dot_ref = qdot_i4_g128_ref,
      .dot_avx2 = qdot_i4_g128_avx2, .dot_avx512 = qdot_i4_g128_avx512,
      .gemm_avx512 = &qgemm_i4_g128_avx512},
+    {.type = DType::i8_g32, .to_float_ref = dequantize_i8_g32, .to_float_avx2 = dequantize_i8_g32,
+     .from_float = quantize_row_i8_g32, .vec_dot_type = DType::f32, .dot_ref = qdot_i8_g32_ref,
+     .dot_avx2 = qdot_i8_g32_avx2, .dot_avx512 = qdot_i8_g32_avx512,
+     .gemm_avx512 = &qgemm_i8_g32_avx512},
+    {.type = DType::i8_g64, .to_float_ref = dequantize_i8_g64, .to_float_avx2 = dequantize_i8_g64,
+     .from_float = quantize_row_i8_g64, .vec_dot_type = DType::f32, .dot_ref = qdot_i8_g64_ref,
+     .dot_avx2 = qdot_i8_g64_avx2, .dot_avx512 = qdot_i8_g64_avx512,
+     .gemm_avx512 = &qgemm_i8_g64_avx512},
+    {.type = DType::i8_g128, .to_float_ref = dequantize_i8_g128, .to_float_avx2 = dequantize_i8_g128,
+     .from_float = quantize_row_i8_g128, .vec_dot_type = DType::f32, .dot_ref = qdot_i8_g128_ref,
+     .dot_avx2 = qdot_i8_g128_avx2, .dot_avx512 = qdot_i8_g128_avx512,
+     .gemm_avx512 = &qgemm_i8_g128_avx512},
     {.type = DType::f8_w8a8, .to_float_ref = dequantize_f8_row, .to_float_avx2 = dequantize_f8_row,
      .from_float = quantize_row_f8_row, .vec_dot_type = DType::f8_act, .dot_ref = qdot_f8_w8a8_ref,
      .dot_avx2 = qdot_f8_w8a8_avx2, .dot_avx512 = qdot_f8_w8a8_avx512,

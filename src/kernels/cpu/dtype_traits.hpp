@@ -26,6 +26,9 @@
 //  I4_G32      ref         group search       copy                    F32           ref, avx2 -
 //  I4_G64,                 (int4_groups)                                            avx512
 //  I4_G128
+//  I8_G32      ref         max / 127 per group copy                    F32           ref, avx2 -
+//  I8_G64,                 (int8_groups)                                            avx512
+//  I8_G128
 //
 // (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512.)
 //

@@ -146,5 +146,16 @@ QDotKernel qdot_i4_g128_avx2;
 QDotKernel qdot_i4_g32_avx512;
 QDotKernel qdot_i4_g64_avx512;
 QDotKernel qdot_i4_g128_avx512;
+// INT8 weights in groups (DType::i8_g*) against F32 activations: the same steps with q for q - z
+// (quant/int8_groups.hpp); the same files.
+QDotKernel qdot_i8_g32_ref;
+QDotKernel qdot_i8_g64_ref;
+QDotKernel qdot_i8_g128_ref;
+QDotKernel qdot_i8_g32_avx2;
+QDotKernel qdot_i8_g64_avx2;
+QDotKernel qdot_i8_g128_avx2;
+QDotKernel qdot_i8_g32_avx512;
+QDotKernel qdot_i8_g64_avx512;
+QDotKernel qdot_i8_g128_avx512;
 
 }  // namespace infer

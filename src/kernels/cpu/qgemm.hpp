@@ -73,6 +73,10 @@ extern const QGemmKernel qgemm_i8_row_avx512;
 extern const QGemmKernel qgemm_i4_g32_avx512;
 extern const QGemmKernel qgemm_i4_g64_avx512;
 extern const QGemmKernel qgemm_i4_g128_avx512;
+// INT8 groups (DType::i8_g32 / g64 / g128) against F32 activations: the same file.
+extern const QGemmKernel qgemm_i8_g32_avx512;
+extern const QGemmKernel qgemm_i8_g64_avx512;
+extern const QGemmKernel qgemm_i8_g128_avx512;
 // FP8 E4M3 rows (DType::f8_row, f8_tensor) against F32 activations, and W8A8-FP8 (f8_w8a8)
 // against decoded FP8 activation rows: qdot_fp8_avx512.cpp.
 extern const QGemmKernel qgemm_f8_row_avx512;

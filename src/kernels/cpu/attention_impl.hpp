@@ -15,12 +15,17 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dtype_traits.hpp"
 #include "kernels/cpu/exp_approx.hpp"
-#include "kernels/cpu/hadamard.hpp"
 #include "kernels/cpu/simd_lanes_impl.hpp"
+#include "quant/block_formats.hpp"
 #include "quant/fp8_rows.hpp"
 #include "quant/quantize_activations.hpp"
 
 namespace infer::INFER_ISA_NS {
+
+// This ISA's Walsh-Hadamard butterflies (kernels/cpu/ops_impl.hpp; hadamard_blocks' bits, in
+// registers): the rotated cache's rows, queries and outputs.
+void hadamard_inplace(float* x, int64_t len, int n) noexcept;
+
 namespace {
 
 constexpr int kTile = kAttentionTile;
@@ -45,8 +50,9 @@ inline void with_states(int ns, F&& f) {
 }
 
 // Loads head_dim elements of a cache row as floats (F16 and BF16 convert exactly, so the F16C
-// instruction, where the build has it, gives the same values as the scalar conversion; Q8_0 rows
-// dequantize as dequantize_row does on every ISA; E4M3 codes decode exactly through a table).
+// instruction or a shift, where the build has them, gives the same values as the scalar
+// conversion; Q8_0 rows dequantize as dequantize_row does, one product a value, on every ISA;
+// E4M3 codes decode exactly through a table).
 inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept {
   if (kv.kv_type == DType::f32) {
     std::memcpy(dst, row, static_cast<size_t>(kv.head_dim) * 4);
@@ -60,6 +66,36 @@ inline void load_row(const KvView& kv, const uint8_t* row, float* dst) noexcept 
     for (; i < kv.head_dim; ++i) dst[i] = f16_to_f32(h[i]);
   } else if (kv.kv_type == DType::f8_e4m3) {
     for (int i = 0; i < kv.head_dim; ++i) dst[i] = e4m3_to_f32(row[i]);  // exact
+#if defined(__AVX2__)
+  } else if (kv.kv_type == DType::bf16) {
+    // The BF16 bits as a float's upper half: exact, as dequantize_row's conversion.
+    const auto* h = reinterpret_cast<const uint16_t*>(row);
+    int i = 0;
+    for (; i + 8 <= kv.head_dim; i += 8) {
+      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
+      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < kv.head_dim; ++i) dst[i] = bf16_to_f32(h[i]);
+  } else if (kv.kv_type == DType::q8_0) {
+    // dequantize_row's one product float(q) * d per element, inline: a prefill tile loads a row
+    // per position for every 16 query rows, and the call and its dispatch cost as much as this.
+    for (int b = 0; b < kv.head_dim / 32; ++b, row += sizeof(quant::BlockQ8_0), dst += 32) {
+      uint16_t dh;
+      std::memcpy(&dh, row, 2);
+      const float d = f16_to_f32(dh);
+#if defined(__AVX512F__)
+      for (int k = 0; k < 2; ++k) {
+        const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 + 16 * k)));
+        _mm512_storeu_ps(dst + 16 * k, _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(d)));
+      }
+#else
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + 2 + 8 * k)));
+        _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d)));
+      }
+#endif
+    }
+#endif
   } else {
     dequantize_row(kv.kv_type, row, dst, kv.head_dim);
   }
@@ -92,7 +128,7 @@ inline void store_head(const KvView& kv, uint8_t* row, const float* src, int rot
   const uint64_t block_bytes = kv.row_bytes / static_cast<uint64_t>(kv.head_dim / rotation);
   for (int i = 0; i < kv.head_dim; i += rotation) {
     std::copy(src + i, src + i + rotation, block);
-    hadamard_blocks(block, rotation, rotation);
+    hadamard_inplace(block, rotation, rotation);
     store_row(kv.kv_type, row + static_cast<uint64_t>(i / rotation) * block_bytes, block, rotation);
   }
 }
@@ -325,14 +361,14 @@ inline void fold_chunk(float m, float sum, const float* acc, int hd, float& fm, 
 inline void write_normalized(const KvView& kv, const float* facc, float fsum, int hd, float* out) noexcept {
   const float inv = fsum == 0.0f ? 0.0f : 1.0f / fsum;
   for (int i = 0; i < hd; ++i) out[i] = facc[i] * inv;
-  if (kv.v_rotation > 0) hadamard_blocks(out, hd, kv.v_rotation);
+  if (kv.v_rotation > 0) hadamard_inplace(out, hd, kv.v_rotation);
 }
 
 // Head h's query: q itself, or its rotation (into `rotated`) when the K rows are rotated.
 inline const float* query(const KvView& kv, const float* q, int hd, float* rotated) noexcept {
   if (kv.k_rotation == 0) return q;
   std::copy(q, q + hd, rotated);
-  hadamard_blocks(rotated, hd, kv.k_rotation);
+  hadamard_inplace(rotated, hd, kv.k_rotation);
   return rotated;
 }
 

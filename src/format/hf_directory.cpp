@@ -607,11 +607,14 @@ Result<ModelFile> open_directory(const std::string& dir, MapMode mode) {
   for (const Shard& s : shards) {
     const std::string where = (root / s.name).string();
     for (const safetensors::Tensor& t : s.file.tensors) {
-      INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
       if (rotations.is_transform_tensor(t.name)) {  // "<module>.<scheme>_input.weight": computed, not read
-        transform_tensors.emplace_back(&t, dtype, where);
+        // Checked against the matrix after the loop, in any float type (llm-compressor writes F64).
+        auto dtype = t.dtype == safetensors::Dtype::f64 ? Result<DType>(DType::f64) : dtype_of(t, where);
+        if (!dtype.ok()) return dtype.status();
+        transform_tensors.emplace_back(&t, *dtype, where);
         continue;
       }
+      INFER_ASSIGN_OR_RETURN(DType dtype, dtype_of(t, where));
       if (auto param = quant_param(t.name)) {
         INFER_RETURN_IF_ERROR(add_quant_param(*fam, hp, tied, *param, t, dtype, where, parts, seen, packed).status());
         continue;

@@ -156,7 +156,7 @@ Status InputRotations::check_tensor(const safetensors::Tensor& t, DType dtype, i
   if (t.shape.size() != 2 || t.shape[0] != module_rotation || t.shape[1] != module_rotation)
     return malformed_file(what + " is not the " + std::to_string(module_rotation) + " x " + std::to_string(module_rotation) +
                           " matrix of its scheme");
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::f64)
     return malformed_file(what + " is not a float tensor");
   // Sylvester's H_n: entry (i, j) is c (-1)^popcount(i & j), the same c everywhere (1 as
   // compressed-tensors stores it, or 1/sqrt(n) in the tensor's precision).

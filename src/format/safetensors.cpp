@@ -20,9 +20,10 @@ struct DtypeInfo {
 constexpr DtypeInfo kDtypes[] = {
     {Dtype::f32, "F32", 4}, {Dtype::f16, "F16", 2}, {Dtype::bf16, "BF16", 2},   {Dtype::i8, "I8", 1},
     {Dtype::u8, "U8", 1},   {Dtype::i32, "I32", 4}, {Dtype::i64, "I64", 8}, {Dtype::f8_e4m3, "F8_E4M3", 1},
+    {Dtype::f64, "F64", 8},
 };
 // Valid in the format, not read here (yet): named in the error so the user knows why.
-constexpr const char* kKnownUnsupported[] = {"F64", "U64", "I16", "U16", "U32", "BOOL", "F8_E5M2", "F8_E8M0", "F6_E2M3",
+constexpr const char* kKnownUnsupported[] = {"U64", "I16", "U16", "U32", "BOOL", "F8_E5M2", "F8_E8M0", "F6_E2M3",
                                              "F6_E3M2", "F4", "C64"};
 
 std::string shown(std::string_view s) {
@@ -100,7 +101,7 @@ Result<File> read(MappedFile mapped) {
       for (const char* u : kKnownUnsupported)
         if (*dtype == u)
           return unsupported(path + ": " + what + ": dtype " + *dtype +
-                             " is not supported (F32, F16, BF16, I8, U8, I32 and F8_E4M3 are)");
+                             " is not supported (F32, F16, BF16, F64, I8, U8, I32, I64 and F8_E4M3 are)");
       return bad(what + ": unknown dtype " + shown(*dtype));
     }
     t.dtype = info->type;
@@ -242,6 +243,11 @@ Status Writer::write(const std::string& path) const {
 }
 
 float element_as_f32(DType t, const uint8_t* p, int64_t i) noexcept {
+  if (t == DType::f64) {
+    double v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return static_cast<float>(v);
+  }
   if (t == DType::f32) {
     float v;
     std::memcpy(&v, p + 4 * i, 4);

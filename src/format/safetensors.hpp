@@ -35,13 +35,13 @@ namespace infer::safetensors {
 inline constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MB, as the reference implementation
 inline constexpr int kMaxDims = 8;
 
-enum class Dtype { f32, f16, bf16, i8, u8, i32, i64, f8_e4m3 };
+enum class Dtype { f32, f16, bf16, i8, u8, i32, i64, f8_e4m3, f64 };
 
 // "F32", "BF16", "F8_E4M3", ... as the format spells them.
 const char* dtype_name(Dtype t) noexcept;
 uint32_t dtype_size(Dtype t) noexcept;
-// Element i of F32, F16 or BF16 data (t one of those), as float: the readers' norms and transform
-// matrices.
+// Element i of F32, F16, BF16 or F64 data (t one of those), as float: the readers' norms and
+// transform matrices (llm-compressor stores its transforms' matrices in F64).
 float element_as_f32(DType t, const uint8_t* p, int64_t i) noexcept;
 
 struct Tensor {

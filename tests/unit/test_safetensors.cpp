@@ -61,6 +61,14 @@ TEST_CASE("a valid safetensors file parses: metadata, dtypes, shapes, offsets so
   CHECK(r->tensors[1].nbytes() == 6);
   REQUIRE(r->metadata.size() == 1);
   CHECK(r->metadata[0].second == "pt");
+  // F64 (llm-compressor's transform matrices): 8 bytes an element, read as float.
+  std::vector<uint8_t> f64(16);
+  const double values[2] = {1.0, -0.125};
+  std::memcpy(f64.data(), values, 16);
+  auto d = parse(st_bytes(R"({"h":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", f64));
+  REQUIRE(d.ok());
+  CHECK(d->tensors[0].dtype == safetensors::Dtype::f64);
+  CHECK(safetensors::element_as_f32(DType::f64, d->tensors[0].data, 1) == -0.125f);
 }
 
 TEST_CASE("every safetensors rule is enforced with a message naming it", "[safetensors][malformed]") {
@@ -91,7 +99,7 @@ TEST_CASE("every safetensors rule is enforced with a message naming it", "[safet
     expect_error(st_bytes(R"({"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", data), {"unknown dtype"});
   }
   SECTION("valid-but-unsupported dtype") {
-    expect_error(st_bytes(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", std::vector<uint8_t>(8)), {"F64", "not supported"},
+    expect_error(st_bytes(R"({"a":{"dtype":"U64","shape":[1],"data_offsets":[0,8]}})", std::vector<uint8_t>(8)), {"U64", "not supported"},
                  StatusCode::unsupported);
   }
   SECTION("negative dimension") {

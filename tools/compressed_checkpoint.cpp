@@ -24,6 +24,7 @@
 #include "quant/fp8_rows.hpp"
 #include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
+#include "quant/int8_groups.hpp"
 #include "quant/int8_rows.hpp"
 
 namespace infer::tools {
@@ -141,16 +142,25 @@ Result<std::optional<GptqFactor>> gptq_factor_for(const safetensors::Tensor& t, 
 // Rows [begin, end) of a float matrix quantized: codes into `codes` (rows x n bytes), one scale
 // per row into `scales` (per tensor: every row gets `tensor_scale`); INT8 through GPTQ with a factor.
 Status quantize_rows(const safetensors::Tensor& t, DType src, const MatrixSmoothing* sm, const std::string& scheme,
-                     float tensor_scale, const GptqFactor* gptq, int64_t begin, int64_t end, uint8_t* codes, float* scales) {
+                     float tensor_scale, const GptqFactor* gptq, int64_t group, int64_t begin, int64_t end, uint8_t* codes,
+                     float* scales) {
   const int64_t n = t.shape[1];
   std::vector<float> row(static_cast<size_t>(n));
-  std::vector<uint8_t> packed(static_cast<size_t>(n + 8));
+  std::vector<uint8_t> packed(static_cast<size_t>(group > 0 ? n / group * i8_block_bytes(group) : n + 8));
   for (int64_t r = begin; r < end; ++r) {
     smoothed_row(t, src, sm, r, row.data());
     for (float v : row)
       if (!std::isfinite(v)) return malformed_file(t.name + ": a weight is not finite (cannot quantize)");
     uint8_t* out = codes + static_cast<uint64_t>(r) * static_cast<uint64_t>(n);
-    if (scheme == "int8" || scheme == "w8a16") {
+    if (group > 0) {  // W8A16 in groups: the scales F32, as written
+      if (gptq) quant::gptq_quantize_row_i8_groups(row.data(), n, gptq->u, gptq->dead, group, ScalePrecision::f32, packed.data());
+      else quantize_row_i8_groups(row.data(), packed.data(), n, group, ScalePrecision::f32);
+      for (int64_t b = 0; b < n / group; ++b) {
+        const uint8_t* blk = packed.data() + b * i8_block_bytes(group);
+        std::memcpy(scales + r * (n / group) + b, blk, 4);
+        std::memcpy(out + b * group, blk + 4, static_cast<size_t>(group));
+      }
+    } else if (scheme == "int8" || scheme == "w8a16") {
       if (gptq) quant::gptq_quantize_row_i8(row.data(), n, gptq->u, gptq->dead, packed.data());
       else quantize_row_i8_row(row.data(), packed.data(), n);
       i8_rows_to_compressed(packed.data(), 1, n, reinterpret_cast<int8_t*>(out), scales + r);
@@ -208,19 +218,22 @@ Status parallel_rows(int64_t rows, int threads, const std::function<Status(int64
   return Status::ok();
 }
 
-// The weights of an 8-bit scheme's config group.
-Json eight_bit_weights(const std::string& scheme) {
+// The weights of an 8-bit scheme's config group (W8A16 in groups of `group` columns when it is > 0).
+Json eight_bit_weights(const std::string& scheme, int64_t group = 0) {
   const bool is_int = scheme == "int8" || scheme == "w8a16";
-  return {{"num_bits", 8},         {"type", is_int ? "int" : "float"},
-          {"strategy", scheme == "fp8-tensor" ? "tensor" : "channel"},
-          {"symmetric", true},     {"dynamic", false},
-          {"group_size", nullptr}, {"observer", "minmax"}};
+  return {{"num_bits", 8},
+          {"type", is_int ? "int" : "float"},
+          {"strategy", group > 0 ? "group" : scheme == "fp8-tensor" ? "tensor" : "channel"},
+          {"symmetric", true},
+          {"dynamic", false},
+          {"group_size", group > 0 ? Json(group) : Json(nullptr)},
+          {"observer", "minmax"}};
 }
 
 // The quantization_config. int4 with `w8a16_modules`: those in a second group (W8A16), named one by
 // one; a module's name matches before the class name "Linear" does (vLLM's find_matched_target).
 Json scheme_config(const std::string& scheme, const std::vector<std::string>& ignore, int64_t group, bool symmetric,
-                   const std::vector<std::string>& w8a16_modules, bool actorder) {
+                   const std::vector<std::string>& w8a16_modules, bool actorder, int64_t w8a16_group) {
   if (scheme == "int4") {  // W4A16 (W4A16_ASYM with zero points), as llm-compressor's presets write it
     const Json weights = {{"num_bits", 4},
                           {"type", "int"},
@@ -245,7 +258,7 @@ Json scheme_config(const std::string& scheme, const std::vector<std::string>& ig
             {"kv_cache_scheme", nullptr}};
   }
   const bool is_int = scheme == "int8" || scheme == "w8a16";
-  const Json weights = eight_bit_weights(scheme);
+  const Json weights = eight_bit_weights(scheme, scheme == "w8a16" ? w8a16_group : 0);
   // Activations dynamic per token (INT8_W8A8, FP8_DYNAMIC); none for the weight-only schemes
   // (W8A16 with per-channel int8 weights, as compressed-tensors 0.12's preset; vLLM's W8A16-FP8).
   const bool weight_only = scheme == "fp8" || scheme == "fp8-tensor" || scheme == "w8a16";
@@ -634,6 +647,8 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
 
   const bool int4 = o.scheme == "int4";
   if (int4 && !i4_type_of_group(o.group)) return invalid_argument("int4 groups are 32, 64 or 128 columns, not " + std::to_string(o.group));
+  if (o.w8a16_group != 0 && (o.scheme != "w8a16" || !i8_type_of_group(o.w8a16_group)))
+    return invalid_argument("w8a16 groups are 32, 64 or 128 columns, of the w8a16 scheme, not " + std::to_string(o.w8a16_group));
   std::optional<DType> source_type;  // the first float matrix's type: INT4 scales are stored in it
   for (const safetensors::File& shard : shards)
     for (const safetensors::Tensor& t : shard.tensors)
@@ -694,7 +709,8 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
     if (!is_decoder_linear(t) || !float_dtype(t.dtype) || is_kept(t.name)) return false;
     const int64_t n = t.shape[1], rows = t.shape[0];
     return int4 && !is_eight(t.name) ? n > 0 && n % o.group == 0 && rows > 0
-                                     : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements);
+                                     : n > 0 && n % kI8RowBlock == 0 && (o.scheme != "int8" || n <= kI8RowMaxElements) &&
+                                           (o.scheme != "w8a16" || n % std::max<int64_t>(o.w8a16_group, 1) == 0);
   };
   // What each matrix's rows become before quantization: SmoothQuant's factors, then int8's input
   // rotation. A layer is rotated when every layer reading its input is quantized (the input is
@@ -815,11 +831,14 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
       const std::string scheme = int4 ? "w8a16" : o.scheme;  // int4's --w8a16 matrices: W8A16
       if (int4) eight_modules.push_back(t.name.substr(0, t.name.size() - 7));
       const bool per_tensor = scheme == "fp8-tensor";
-      auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows));
+      // w8a16 --group (not int4's --w8a16 matrices, which keep a scale per row): a scale per group.
+      const int64_t group = !int4 && scheme == "w8a16" ? o.w8a16_group : 0;
+      const int64_t scales_per_row = group > 0 ? n / group : 1;
+      auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * scales_per_row));
       const safetensors::Tensor* tp = &t;
       const DType from = *src;
       const Hessian* hessian = hessian_of(t.name);
-      const auto codes = [tp, from, scales, smoothing, hessian, &o, scheme, rows, n](std::span<uint8_t> dst) -> Status {
+      const auto codes = [tp, from, scales, smoothing, hessian, &o, scheme, group, rows, n](std::span<uint8_t> dst) -> Status {
         INFER_ASSIGN_OR_RETURN(const std::optional<GptqFactor> gptq, gptq_factor_for(*tp, hessian, smoothing));
         float tensor_scale = 0.0f;
         if (scheme == "fp8-tensor") {  // max|W| / 448 over the matrix, as --weight-type fp8-tensor
@@ -832,7 +851,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
           tensor_scale = amax / 448.0f;
         }
         const Status done = parallel_rows(rows, o.threads, [&](int64_t b, int64_t e) {
-          return quantize_rows(*tp, from, smoothing, scheme, tensor_scale, gptq ? &*gptq : nullptr, b, e, dst.data(),
+          return quantize_rows(*tp, from, smoothing, scheme, tensor_scale, gptq ? &*gptq : nullptr, group, b, e, dst.data(),
                                scales->data());
         });
         if (!done.is_ok()) return done;
@@ -860,13 +879,13 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
         INFER_RETURN_IF_ERROR(writer.add_tensor(t.name, scheme == "int8" ? safetensors::Dtype::i8 : safetensors::Dtype::f8_e4m3,
                                                 t.shape, codes));
       }
-      std::vector<int64_t> scale_shape = per_tensor ? std::vector<int64_t>{1} : std::vector<int64_t>{rows, 1};
+      std::vector<int64_t> scale_shape = per_tensor ? std::vector<int64_t>{1} : std::vector<int64_t>{rows, scales_per_row};
       INFER_RETURN_IF_ERROR(writer.add_tensor(module + ".weight_scale", safetensors::Dtype::f32, scale_shape,
                                               [scales](std::span<uint8_t> dst) {
                                                 std::memcpy(dst.data(), scales->data(), dst.size());
                                                 return Status::ok();
                                               }));
-      sum.bytes_out += static_cast<uint64_t>(rows * n) + (per_tensor ? 4u : static_cast<uint64_t>(rows) * 4u);
+      sum.bytes_out += static_cast<uint64_t>(rows * n) + (per_tensor ? 4u : static_cast<uint64_t>(rows * scales_per_row) * 4u);
     }
   }
   // The input rotations: one transform scheme per block size, naming its modules; each size's
@@ -948,7 +967,7 @@ Result<CompressedSummary> write_compressed_checkpoint(const CompressedOptions& o
                                      record.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"));
   }
   // The config last: a directory with it is complete.
-  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric, eight_modules, o.actorder);
+  config["quantization_config"] = scheme_config(o.scheme, ignore, o.group, o.symmetric, eight_modules, o.actorder, o.w8a16_group);
   if (!rotated.empty()) config["quantization_config"]["transform_config"] = {{"config_groups", transform_groups}};
   INFER_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
   return sum;

@@ -10,6 +10,7 @@
 // is copied as it is; lm_head and the linear weights left float (`--keep`, odd sizes, vision
 // towers) are listed in the config's `ignore`. config.json gains the `quantization_config`; the
 // other files of the directory (tokenizer, generation config, chat template) are copied.
+// w8a16 with a group writes `weight_scale` [rows, groups] (F32) and the config's strategy "group".
 // int4 writes pack-quantized weights: `weight_packed` (I32, eight values a word), `weight_scale`
 // ([rows, groups], the source's float type), `weight_shape`, and `weight_zero_point` (packed along
 // the rows) when asymmetric (quant/int4_groups.hpp). With `w8a16` globs, the matching matrices
@@ -52,6 +53,9 @@ struct CompressedOptions {
   bool rotate = true;
   // int4: columns per group (32, 64, 128), zero points or not, AWQ's grid of alphas.
   int64_t group = 128;
+  // w8a16: columns per scale (32, 64, 128: compressed-tensors' W8A16 preset takes 128), or 0 for a
+  // scale per output row.
+  int64_t w8a16_group = 0;
   bool symmetric = true;
   int awq_grid = 20;
   // With these (tools/hessians.hpp, by GGUF weight name): GPTQ (quant/gptq.hpp), after SmoothQuant

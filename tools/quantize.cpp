@@ -68,8 +68,8 @@ constexpr const char* kUsage =
     "                directory: the decoder's linear layers as INT8 W8A8 (per-channel weights, per-token\n"
     "                activations), FP8 E4M3 weight-only per channel or per tensor, or W8A8-FP8\n"
     "                (FP8_DYNAMIC: per-channel weights, per-token FP8 activations), as vLLM serves them\n"
-    "  w8a16         the same, as INT8 W8A16 (pack-quantized): int8's per-channel weights, float activations\n"
-    "                (with --calib: GPTQ, as for the fp8 forms)\n"
+    "  w8a16         the same, as INT8 W8A16 (pack-quantized): int8's per-channel weights (with --group,\n"
+    "                a scale per group of columns), float activations (with --calib: GPTQ, as for fp8)\n"
     "  int4          the same, as INT4 W4A16 (pack-quantized): 4-bit weights with a scale per group of\n"
     "                columns, float activations (W4A16; W4A16_ASYM with --asym)\n"
     "  --keep GLOB   leave tensors whose whole name matches the shell glob (*, ?, [..]) in their\n"
@@ -84,7 +84,8 @@ constexpr const char* kUsage =
     "                       with int4, AWQ's scale search and importance-weighted rounding; with --calib,\n"
     "                       then GPTQ on the calibration's second moments; w8a16 and fp8*: GPTQ alone)\n"
     "  --smooth-alpha A     SmoothQuant's migration strength in [0, 1] (int8; default: 0.5)\n"
-    "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128)\n"
+    "  --group N            int4: columns per scale, 32, 64 or 128 (default: 128); w8a16: the same (default:\n"
+    "                       a scale per row; compressed-tensors' W8A16 preset takes 128)\n"
     "  --asym               int4: a zero point per group besides the scale (default: symmetric)\n"
     "  --w8a16 GLOB         int4: write the linear weights whose whole name matches the glob as W8A16\n"
     "                       instead (8-bit, a scale per row), a mixed-precision checkpoint, e.g.\n"
@@ -161,8 +162,9 @@ Options parse(int argc, char** argv) {
                        kUsage);
     if (o.compressed != "int8" && o.compressed != "int4" && (!o.imatrix.empty() || o.no_gptq))
       cli::usage_error(kTool, o.compressed + " takes --calib (GPTQ) only: no --imatrix, no --no-gptq", kUsage);
-    if ((o.group != 0 || o.asym || !o.w8a16.empty()) && o.compressed != "int4")
-      cli::usage_error(kTool, "--group, --asym and --w8a16 are int4's", kUsage);
+    if (o.group != 0 && o.compressed != "int4" && o.compressed != "w8a16")
+      cli::usage_error(kTool, "--group is int4's and w8a16's", kUsage);
+    if ((o.asym || !o.w8a16.empty()) && o.compressed != "int4") cli::usage_error(kTool, "--asym and --w8a16 are int4's", kUsage);
     if (o.no_rotate && o.compressed != "int8") cli::usage_error(kTool, "--no-rotate is int8's", kUsage);
     if (o.actorder && (o.compressed != "int4" || o.calib.empty() || o.no_gptq))
       cli::usage_error(kTool, "--actorder is int4's GPTQ's: it needs --calib (and no --no-gptq)", kUsage);
@@ -171,7 +173,8 @@ Options parse(int argc, char** argv) {
   }
   if (o.group != 0 || o.asym || !o.w8a16.empty() || o.actorder || o.no_gptq || o.no_rotate)
     cli::usage_error(kTool,
-                     "--group, --asym, --w8a16 and --actorder (int4), --no-gptq (int8, int4) and --no-rotate (int8) are for the "
+                     "--group (int4, w8a16), --asym, --w8a16 and --actorder (int4), --no-gptq (int8, int4) and --no-rotate (int8) "
+                     "are for the "
                      "checkpoint forms",
                      kUsage);
   const auto preset = quant::find_preset(positional[2]);
@@ -340,6 +343,7 @@ int write_compressed(const Options& o) {
   c.actorder = o.actorder;
   c.threads = o.threads;
   c.group = o.group != 0 ? o.group : 128;
+  if (o.compressed == "w8a16") c.w8a16_group = o.group;
   c.symmetric = !o.asym;
   c.rotate = !o.no_rotate;
   std::map<std::string, std::vector<float>> rms;

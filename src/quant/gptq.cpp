@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "quant/fp8_rows.hpp"
+#include "quant/int8_groups.hpp"
 #include "quant/int8_rows.hpp"
 
 namespace infer::quant {
@@ -195,6 +197,25 @@ void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& 
     return static_cast<double>(s) * c;
   });
   i8_row_store_trailer(dst, n, s, sum);
+}
+
+void gptq_quantize_row_i8_groups(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                                 int64_t group, ScalePrecision p, void* dst) noexcept {
+  std::vector<double> x = live_values(w, n, dead);
+  std::vector<float> current(static_cast<size_t>(group));  // the group's values as they stand at its first column
+  auto* out = static_cast<uint8_t*>(dst);
+  float d = 0.0f;
+  compensate_row(x, n, u, nullptr, [&](int64_t j) {
+    uint8_t* blk = out + (j / group) * i8_block_bytes(group);
+    if (j % group == 0) {
+      for (int64_t k = 0; k < group; ++k) current[static_cast<size_t>(k)] = static_cast<float>(x[static_cast<size_t>(j + k)]);
+      d = i8_group_scale(current.data(), group, p);
+      std::memcpy(blk, &d, 4);
+    }
+    const int8_t q = i8_code(static_cast<float>(x[static_cast<size_t>(j)]), d);
+    blk[4 + j % group] = static_cast<uint8_t>(q);
+    return static_cast<double>(d) * q;
+  });
 }
 
 void gptq_quantize_row_f8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,

@@ -65,6 +65,11 @@ void gptq_quantize_row_ordered(const float* w, int64_t n, const std::vector<doub
 // One row of n floats (n a multiple of 32) quantized as above into an i8_row row at dst.
 void gptq_quantize_row_i8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
                           void* dst) noexcept;
+// One row of n floats (n a multiple of group) quantized as above into INT8 group blocks at dst
+// (quant/int8_groups.hpp): at each group's first column its scale is chosen from the row's current
+// values w[j .. j + group) (max|w| / 127, rounded to p), as the INT4 groups' are.
+void gptq_quantize_row_i8_groups(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,
+                                 int64_t group, ScalePrecision p, void* dst) noexcept;
 // One row of n floats (n a multiple of 32) quantized as above into an f8_row row at dst, with the
 // matrix's scale `tensor_scale` (FP8 per tensor) or, when it is 0, the row's own (per channel).
 void gptq_quantize_row_f8(const float* w, int64_t n, const std::vector<double>& u, const std::vector<bool>& dead,

@@ -6,23 +6,15 @@
 #include <cstring>
 #include <string>
 
+#include "core/half.hpp"
+
 namespace infer {
 namespace {
 
-template <int64_t G>
-void quantize_groups(const float* x, void* dst, int64_t n) noexcept {
-  assert(n % G == 0);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < n / G; ++b, x += G, out += i8_block_bytes(G)) {
-    float amax = 0.0f;
-    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    std::memcpy(out, &d, 4);
-    for (int64_t i = 0; i < G; ++i) {
-      const float q = d > 0.0f ? std::nearbyint(x[i] / d) : 0.0f;
-      out[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f)));
-    }
-  }
+float rounded(float d, ScalePrecision p) {
+  if (p == ScalePrecision::f16) return f16_to_f32(f32_to_f16(d));
+  if (p == ScalePrecision::bf16) return bf16_to_f32(f32_to_bf16(d));
+  return d;
 }
 
 template <int64_t G>
@@ -38,6 +30,26 @@ void dequantize_groups(const void* src, float* dst, int64_t n) noexcept {
 
 }  // namespace
 
+float i8_group_scale(const float* x, int64_t group, ScalePrecision p) noexcept {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return rounded(amax / 127.0f, p);
+}
+
+int8_t i8_code(float x, float d) noexcept {
+  return d > 0.0f ? static_cast<int8_t>(std::clamp(std::nearbyint(x / d), -127.0f, 127.0f)) : int8_t{0};
+}
+
+void quantize_row_i8_groups(const float* x, void* dst, int64_t n, int64_t group, ScalePrecision p) noexcept {
+  assert(group > 0 && n % group == 0);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / group; ++b, x += group, out += i8_block_bytes(group)) {
+    const float d = i8_group_scale(x, group, p);
+    std::memcpy(out, &d, 4);
+    for (int64_t i = 0; i < group; ++i) out[4 + i] = static_cast<uint8_t>(i8_code(x[i], d));
+  }
+}
+
 std::optional<DType> i8_type_of_group(int64_t group) noexcept {
   if (group == 32) return DType::i8_g32;
   if (group == 64) return DType::i8_g64;
@@ -45,9 +57,9 @@ std::optional<DType> i8_type_of_group(int64_t group) noexcept {
   return std::nullopt;
 }
 
-void quantize_row_i8_g32(const float* x, void* dst, int64_t n) noexcept { quantize_groups<32>(x, dst, n); }
-void quantize_row_i8_g64(const float* x, void* dst, int64_t n) noexcept { quantize_groups<64>(x, dst, n); }
-void quantize_row_i8_g128(const float* x, void* dst, int64_t n) noexcept { quantize_groups<128>(x, dst, n); }
+void quantize_row_i8_g32(const float* x, void* dst, int64_t n) noexcept { quantize_row_i8_groups(x, dst, n, 32, ScalePrecision::f32); }
+void quantize_row_i8_g64(const float* x, void* dst, int64_t n) noexcept { quantize_row_i8_groups(x, dst, n, 64, ScalePrecision::f32); }
+void quantize_row_i8_g128(const float* x, void* dst, int64_t n) noexcept { quantize_row_i8_groups(x, dst, n, 128, ScalePrecision::f32); }
 void dequantize_i8_g32(const void* src, float* dst, int64_t n) noexcept { dequantize_groups<32>(src, dst, n); }
 void dequantize_i8_g64(const void* src, float* dst, int64_t n) noexcept { dequantize_groups<64>(src, dst, n); }
 void dequantize_i8_g128(const void* src, float* dst, int64_t n) noexcept { dequantize_groups<128>(src, dst, n); }

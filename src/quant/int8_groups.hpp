@@ -15,8 +15,9 @@
 // then the fixed tree t_l = acc_l + acc_{l+8} (l < 8), u_l = t_l + t_{l+4} (l < 4),
 // v_l = u_l + u_{l+2} (l < 2), y = v_0 + v_1. Every variant runs exactly these steps: the same bits.
 //
-// Quantizer (from_float, --weight-type never picks it; for tests and tools): per group
-// d = max|w| / 127 (f32), q = round-half-even(w / d), an all-zero group d = 0, q = 0.
+// Quantizer (from_float and infer-quantize's w8a16 --group): per group d = max|w| / 127 (f32, then
+// rounded to the checkpoint's scale precision), q = round-half-even(w / d) clamped to [-127, 127],
+// an all-zero group d = 0, q = 0.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <span>
 
 #include "core/dtype.hpp"
+#include "quant/int4_groups.hpp"  // ScalePrecision
 #include "infer/status.hpp"
 
 namespace infer {
@@ -35,6 +37,14 @@ constexpr int64_t i8_group_size(DType t) noexcept {
 // The INT8 group type of a group size, or nullopt.
 std::optional<DType> i8_type_of_group(int64_t group) noexcept;
 constexpr int64_t i8_block_bytes(int64_t group) noexcept { return group + 4; }
+
+// One row of n floats (n a multiple of group, x finite) into n / group blocks at dst, each group's
+// scale rounded to `p` (where the checkpoint stores it) before its codes are picked: the codes
+// are the nearest for the stored scale.
+void quantize_row_i8_groups(const float* x, void* dst, int64_t n, int64_t group, ScalePrecision p) noexcept;
+// A group's scale as that quantizer picks it (max|x| / 127, rounded to p) and a value's code for it.
+float i8_group_scale(const float* x, int64_t group, ScalePrecision p) noexcept;
+int8_t i8_code(float x, float d) noexcept;
 
 void quantize_row_i8_g32(const float* x, void* dst, int64_t n) noexcept;
 void quantize_row_i8_g64(const float* x, void* dst, int64_t n) noexcept;

@@ -35,6 +35,10 @@ group_1 naming the 8-bit modules, the logits against the checkpoint dequantized 
 --calib, the 8-bit matrices take their group's AWQ factors without joining its search, and GPTQ
 runs on each of them (a group of 8-bit matrices alone included).
 
+W8A16 in groups (w8a16 --group 32 / 64, the W8A16 preset's layout): codes and scales exactly those
+of the quantizer written in numpy here, strategy "group" in the config, logits within float
+rounding of the dequantized F32 model; with --calib, GPTQ recodes, one and two threads alike.
+
 Then the refusals, each one line naming the cause.
 
 usage: hf_int4.py BIN_DIR LIBINFER_SO REPO_ROOT
@@ -515,6 +519,69 @@ with tempfile.TemporaryDirectory() as tmp:
     except Exception as e:
         failures.append(f"{label}: {e}")
 
+    # W8A16 in groups (w8a16 --group G, compressed-tensors' W8A16 preset at G = 128): the codes and
+    # F32 scales numpy's own quantizer gives (per group d = max|w| / 127, q = round-half-even(w / d)
+    # in [-127, 127], float32), the config's strategy "group", the checkpoint within float rounding
+    # of the F32 model dequantized from them; with --calib, GPTQ recodes, one and two threads alike.
+    for group in (32, 64):
+        label = f"ref w8a16 --group {group}"
+        try:
+            src = sources["ref"]
+            written = os.path.join(tmp, f"ref-w8a16-g{group}")
+            run([tool("infer-quantize"), src, written, "w8a16", "--group", str(group)])
+            m, s0 = read_safetensors(os.path.join(written, "model.safetensors")), load_file(os.path.join(src, "model.safetensors"))
+            bad, deq_tensors, n_checked = [], [], 0
+            for name, (dtype, shape, data) in sorted(read_safetensors(os.path.join(src, "model.safetensors")).items()):
+                module = name[:-len(".weight")]
+                if module + ".weight_packed" in m:
+                    w = s0[name].astype(np.float32).reshape(shape[0], -1, group)
+                    d = (np.abs(w).max(axis=2) / np.float32(127)).astype(np.float32)
+                    safe = np.where(d > 0, d, np.float32(1))[..., None]
+                    q = np.where(d[..., None] > 0, np.clip(np.rint(w / safe), -127, 127), 0).astype(np.int8).reshape(shape)
+                    words = np.frombuffer(m[module + ".weight_packed"][2], dtype=np.uint8)
+                    codes = (words ^ 0x80).view(np.int8).reshape(shape)
+                    scales = np.frombuffer(m[module + ".weight_scale"][2], dtype="<f4")
+                    if m[module + ".weight_scale"][1] != [shape[0], shape[1] // group]:
+                        bad.append(f"{module}: scales {m[module + '.weight_scale'][1]}")
+                    elif not np.array_equal(codes, q) or not np.array_equal(scales, d.reshape(-1)):
+                        bad.append(f"{module}: codes or scales differ from numpy's quantizer")
+                    n_checked += 1
+                    data = (codes.reshape(shape[0], -1, group).astype(np.float32) * scales.reshape(shape[0], -1, 1)).astype("<f4").tobytes()
+                    dtype = "F32"
+                deq_tensors.append((name, dtype, shape, data))
+            with open(os.path.join(written, "config.json")) as fh:
+                q_config = json.load(fh)["quantization_config"]
+            g0 = q_config["config_groups"]["group_0"]
+            if (g0["weights"]["num_bits"], g0["weights"]["strategy"], g0["weights"]["group_size"], g0["input_activations"],
+                    q_config["format"]) != (8, "group", group, None, "pack-quantized"):
+                bad.append(f"config: {q_config}")
+            deq = os.path.join(tmp, f"ref-w8a16-g{group}-dequantized")
+            shutil.copytree(src, deq)
+            write_safetensors(os.path.join(deq, "model.safetensors"), deq_tensors)
+            lw, ld, l0 = logits_of(written), logits_of(deq), logits_of(src)
+            worst, quantization = worst_relative(lw, ld), worst_relative(l0, ld)
+            if worst > 0.02 * quantization:
+                bad.append(f"logits {worst:.3g} of the row's largest from the dequantized model's (quantization: {quantization:.3g})")
+            extra = ""
+            if group == 32:
+                calib = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+                g1, g2 = os.path.join(tmp, "ref-w8a16-g32-gptq-1"), os.path.join(tmp, "ref-w8a16-g32-gptq-2")
+                run([tool("infer-quantize"), src, g1, "w8a16", "--group", "32", "-t", "1"] + calib)
+                run([tool("infer-quantize"), src, g2, "w8a16", "--group", "32", "-t", "2"] + calib)
+                t1 = read_safetensors(os.path.join(g1, "model.safetensors"))
+                if t1 != read_safetensors(os.path.join(g2, "model.safetensors")):
+                    bad.append("GPTQ's checkpoints of one and two threads differ")
+                packed = [k for k in t1 if k.endswith("weight_packed")]
+                changed = sum(1 for k in packed if t1[k] != m[k])
+                if changed < len(packed) // 2:
+                    bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
+                logits_of(g1)
+                extra = f"; with --calib, GPTQ recodes {changed} of {len(packed)} matrices, one and two threads alike"
+            report(label, bad, f"{n_checked} matrices' codes and scales exactly numpy's, strategy group; logits within "
+                   f"{worst:.2g} of the dequantized model's (quantization {quantization:.2g}){extra}")
+        except Exception as e:
+            failures.append(f"{label}: {e}")
+
     # Refusals: one line on stderr naming the cause, a non-zero exit, no crash.
     good = os.path.join(tmp, "ref-g128-s-ct")
 
@@ -550,7 +617,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
     for label, args, expect in (
             ("--group 16", [good, os.path.join(tmp, "z"), "int4", "--group", "16"], "--group"),
-            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--group, --asym and --w8a16 are int4's"),
+            ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--asym and --w8a16 are int4's"),
+            ("--group with fp8", [sources["ref"], os.path.join(tmp, "z"), "fp8", "--group", "32"], "--group is int4's and w8a16's"),
             ("--actorder without --calib", [sources["ref"], os.path.join(tmp, "z"), "int4", "--actorder"],
              "--actorder is int4's GPTQ's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],

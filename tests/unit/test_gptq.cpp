@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "quant/fp8_rows.hpp"
 #include "quant/gptq.hpp"
 #include "quant/int4_groups.hpp"
+#include "quant/int8_groups.hpp"
 #include "quant/int8_rows.hpp"
 
 using namespace infer;
@@ -295,6 +297,45 @@ TEST_CASE("GPTQ for INT8 rows lowers the output error on correlated inputs, the 
   const double eg = output_error(p, deq(g)), ep = output_error(p, deq(plain));
   INFO("GPTQ " << eg << ", plain " << ep);
   CHECK(eg < 0.8 * ep);
+}
+
+TEST_CASE("GPTQ for INT8 groups: a diagonal H gives the plain group quantizer's bytes, correlated inputs a smaller error",
+          "[gptq][int8_groups]") {
+  for (ScalePrecision prec : {ScalePrecision::f32, ScalePrecision::bf16}) {
+    const Problem p = make_problem(24, 256, 512, 17);
+    for (int64_t group : {int64_t{32}, int64_t{128}}) {
+      INFO("group " << group << " precision " << static_cast<int>(prec));
+      const int64_t row_bytes = p.n / group * i8_block_bytes(group);
+      std::vector<bool> dead;
+      const auto diag = diagonal_factor(p.n, dead);
+      std::vector<uint8_t> a(static_cast<size_t>(row_bytes)), b(a.size());
+      for (int64_t r = 0; r < 4; ++r) {
+        gptq_quantize_row_i8_groups(p.w.data() + r * p.n, p.n, diag, dead, group, prec, a.data());
+        quantize_row_i8_groups(p.w.data() + r * p.n, b.data(), p.n, group, prec);
+        REQUIRE(a == b);
+      }
+      const auto u = gptq_factor(p.h, p.n, dead);
+      REQUIRE(u.ok());
+      std::vector<uint8_t> g(static_cast<size_t>(p.rows * row_bytes)), plain(g.size());
+      for (int64_t r = 0; r < p.rows; ++r) {
+        gptq_quantize_row_i8_groups(p.w.data() + r * p.n, p.n, *u, dead, group, prec, g.data() + r * row_bytes);
+        quantize_row_i8_groups(p.w.data() + r * p.n, plain.data() + r * row_bytes, p.n, group, prec);
+      }
+      const auto deq = [&](const std::vector<uint8_t>& rows) {
+        return [&, group](int64_t o, float* q) {
+          for (int64_t k = 0; k < p.n / group; ++k) {
+            const uint8_t* blk = rows.data() + o * row_bytes + k * i8_block_bytes(group);
+            float d;
+            std::memcpy(&d, blk, 4);
+            for (int64_t i = 0; i < group; ++i) q[k * group + i] = d * static_cast<int8_t>(blk[4 + i]);
+          }
+        };
+      };
+      const double eg = output_error(p, deq(g)), ep = output_error(p, deq(plain));
+      INFO("GPTQ " << eg << ", plain " << ep);
+      CHECK(eg < 0.8 * ep);
+    }
+  }
 }
 
 TEST_CASE("GPTQ for FP8 rows: a diagonal H gives the plain quantizer's bytes, and correlated inputs a smaller error",

@@ -10,7 +10,7 @@
 //                  [--keep GLOB]... [--pure] [-t THREADS]
 //   infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]
 //                  [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]
-//                  [--group 32|64|128] [--asym] [--w8a16 GLOB]... [--actorder] [--no-gptq] [--no-rotate]
+//                  [--group 32|64|128] [--asym] [--w8a16 GLOB]... [--no-actorder] [--no-gptq] [--no-rotate]
 //
 // The second form writes a compressed-tensors checkpoint from a Hugging Face directory
 // (compressed_checkpoint.hpp).
@@ -61,7 +61,7 @@ constexpr const char* kUsage =
     "                      [--include-weights S | --exclude-weights S]... [--keep GLOB]... [--pure] [-t THREADS]\n"
     "       infer-quantize IN_DIR OUT_DIR int8|w8a16|fp8|fp8-tensor|fp8-dynamic|int4 [--keep GLOB]... [-t THREADS]\n"
     "                      [--imatrix FILE | --calib TEXT [--calib-ctx N] [--calib-chunks N]] [--smooth-alpha A]\n"
-    "                      [--group 32|64|128] [--asym] [--w8a16 GLOB]... [--actorder] [--no-gptq] [--no-rotate]\n"
+    "                      [--group 32|64|128] [--asym] [--w8a16 GLOB]... [--no-actorder] [--no-gptq] [--no-rotate]\n"
     "  TYPE          Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M\n"
     "                Q6_K F16 BF16 F32, and Q3_K Q4_K Q5_K for the _M presets (llama-quantize's names)\n"
     "  int8, fp8, fp8-tensor, fp8-dynamic   a Hugging Face directory to a compressed-tensors checkpoint\n"
@@ -90,8 +90,9 @@ constexpr const char* kUsage =
     "  --w8a16 GLOB         int4: write the linear weights whose whole name matches the glob as W8A16\n"
     "                       instead (8-bit, a scale per row), a mixed-precision checkpoint, e.g.\n"
     "                       --w8a16 'model.layers.*.self_attn.[kv]_proj.weight' (repeatable; --keep wins)\n"
-    "  --actorder           int4 with --calib: GPTQ in activation order (the columns by decreasing second\n"
-    "                       moment, groups static: compressed-tensors' actorder \"weight\")\n"
+    "  --no-actorder        int4 with --calib: GPTQ in column order (default: activation order, the columns by\n"
+    "                       decreasing second moment, groups static: compressed-tensors' actorder \"weight\";\n"
+    "                       --actorder says so explicitly)\n"
     "  --no-gptq            int8 / int4 with --calib: no GPTQ error compensation (SmoothQuant or AWQ only)\n"
     "  --no-rotate          int8: no online Hadamard rotation of the linear layers' inputs (transform_config;\n"
     "                       default: rotated, for the per-token quantization of the activations)\n"
@@ -112,7 +113,7 @@ struct Options {
   int64_t calib_ctx = 512, calib_chunks = -1;
   double smooth_alpha = 0.5;
   int64_t group = 0;  // int4's columns per scale; 0: not given (128)
-  bool asym = false, no_gptq = false, no_rotate = false, actorder = false;
+  bool asym = false, no_gptq = false, no_rotate = false, actorder = false, no_actorder = false;
   std::vector<std::string> include_weights, exclude_weights;
 };
 
@@ -141,6 +142,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "--asym") o.asym = true;
     else if (a == "--no-gptq") o.no_gptq = true;
     else if (a == "--actorder") o.actorder = true;
+    else if (a == "--no-actorder") o.no_actorder = true;
     else if (a == "--no-rotate") o.no_rotate = true;
     else if (a == "--include-weights") o.include_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
     else if (a == "--exclude-weights") o.exclude_weights.emplace_back(cli::flag_value(kTool, kUsage, argc, argv, i));
@@ -166,14 +168,16 @@ Options parse(int argc, char** argv) {
       cli::usage_error(kTool, "--group is int4's and w8a16's", kUsage);
     if ((o.asym || !o.w8a16.empty()) && o.compressed != "int4") cli::usage_error(kTool, "--asym and --w8a16 are int4's", kUsage);
     if (o.no_rotate && o.compressed != "int8") cli::usage_error(kTool, "--no-rotate is int8's", kUsage);
-    if (o.actorder && (o.compressed != "int4" || o.calib.empty() || o.no_gptq))
-      cli::usage_error(kTool, "--actorder is int4's GPTQ's: it needs --calib (and no --no-gptq)", kUsage);
+    if ((o.actorder || o.no_actorder) && (o.compressed != "int4" || o.calib.empty() || o.no_gptq))
+      cli::usage_error(kTool, "--actorder and --no-actorder are int4's GPTQ's: they need --calib (and no --no-gptq)", kUsage);
+    if (o.actorder && o.no_actorder) cli::usage_error(kTool, "--actorder and --no-actorder exclude each other", kUsage);
     if (o.threads == 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return o;
   }
-  if (o.group != 0 || o.asym || !o.w8a16.empty() || o.actorder || o.no_gptq || o.no_rotate)
+  if (o.group != 0 || o.asym || !o.w8a16.empty() || o.actorder || o.no_actorder || o.no_gptq || o.no_rotate)
     cli::usage_error(kTool,
-                     "--group (int4, w8a16), --asym, --w8a16 and --actorder (int4), --no-gptq (int8, int4) and --no-rotate (int8) "
+                     "--group (int4, w8a16), --asym, --w8a16 and --[no-]actorder (int4), --no-gptq (int8, int4) and --no-rotate "
+                     "(int8) "
                      "are for the "
                      "checkpoint forms",
                      kUsage);
@@ -340,7 +344,8 @@ int write_compressed(const Options& o) {
   c.scheme = o.compressed;
   c.keep = o.keep;
   c.w8a16 = o.w8a16;
-  c.actorder = o.actorder;
+  // int4's GPTQ runs in activation order unless told not to (llm-compressor's GPTQ defaults to it too).
+  c.actorder = o.compressed == "int4" && !o.calib.empty() && !o.no_gptq && !o.no_actorder;
   c.threads = o.threads;
   c.group = o.group != 0 ? o.group : 128;
   if (o.compressed == "w8a16") c.w8a16_group = o.group;

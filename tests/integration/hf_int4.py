@@ -28,7 +28,8 @@ alpha is on the grid, the smoothed float model rebuilt from the record computes 
 (Gemma: within rounding), and --calib --no-gptq writes what --imatrix of the same text writes.
 GPTQ (--calib's default): the same factors, the codes of most matrices changed, the same bytes on
 one and two threads, and the checkpoint loads (its arithmetic: tests/unit/test_gptq.cpp); the same
-for --actorder (activation order), which also declares actorder "weight" in the config and record.
+for --no-actorder (column order; activation order, the default, declares actorder "weight" in the
+config and the record, and --actorder says the same).
 
 Mixed precision (int4 --w8a16 GLOB): each matrix byte for byte what w8a16 or int4 alone writes,
 group_1 naming the 8-bit modules, the logits against the checkpoint dequantized in numpy; with
@@ -318,18 +319,26 @@ with tempfile.TemporaryDirectory() as tmp:
             changed = sum(1 for k in packed if t1[k] != noq[k])
             if changed < len(packed) // 2:
                 bad.append(f"GPTQ changed the codes of {changed} of {len(packed)} matrices only")
-            if prefix == "ref":  # --actorder: the same factors, other codes, one and two threads alike, declared
-                more, ta = gptq_twice(src, os.path.join(tmp, prefix + "-gptq-act"), "int4", calib + ["--actorder"], "awq.json",
-                                      groups_without)
+            if prefix == "ref":
+                # Activation order (the default) is declared; --no-actorder (column order): the same
+                # factors, other codes, one and two threads alike, declared null; --actorder is the default.
+                def declared_order(d):
+                    with open(os.path.join(d, "config.json")) as f:
+                        declared = json.load(f)["quantization_config"]["config_groups"]["group_0"]["weights"].get("actorder")
+                    with open(os.path.join(d, "awq.json")) as f:
+                        return declared, json.load(f)["gptq"].get("actorder")
+                more, tc = gptq_twice(src, os.path.join(tmp, prefix + "-gptq-cols"), "int4", calib + ["--no-actorder"],
+                                      "awq.json", groups_without)
                 bad += more
-                with open(os.path.join(tmp, prefix + "-gptq-act-1", "config.json")) as f:
-                    declared = json.load(f)["quantization_config"]["config_groups"]["group_0"]["weights"].get("actorder")
-                with open(os.path.join(tmp, prefix + "-gptq-act-1", "awq.json")) as f:
-                    recorded = json.load(f)["gptq"].get("actorder")
-                reordered = sum(1 for k in packed if ta[k] != t1[k])
-                if (declared, recorded) != ("weight", "weight") or reordered < len(packed) // 2:
-                    bad.append(f"--actorder: config actorder {declared!r}, record {recorded!r}, "
-                               f"{reordered} of {len(packed)} matrices' codes changed")
+                explicit = os.path.join(tmp, prefix + "-gptq-explicit")
+                run([tool("infer-quantize"), src, explicit, "int4", "-t", "2"] + calib + ["--actorder"])
+                reordered = sum(1 for k in packed if tc[k] != t1[k])
+                orders = (declared_order(os.path.join(tmp, prefix + "-gptq-1")), declared_order(os.path.join(tmp, prefix + "-gptq-cols-1")))
+                if orders != (("weight", "weight"), (None, None)) or reordered < len(packed) // 2:
+                    bad.append(f"activation order (config, record) {orders[0]}, --no-actorder {orders[1]}, "
+                               f"{reordered} of {len(packed)} matrices' codes differ between them")
+                if read_safetensors(os.path.join(explicit, "model.safetensors")) != t1:
+                    bad.append("--actorder differs from the default")
             with open(os.path.join(written, "awq.json")) as f:
                 record = json.load(f)
             weights = load_file(os.path.join(src, "model.safetensors"))
@@ -367,7 +376,7 @@ with tempfile.TemporaryDirectory() as tmp:
             report(label, bad, f"{len(record['groups'])} groups ({scaled} scaled), factors as the formula gives "
                    f"for each recorded alpha; the smoothed float model computes the source's logits; GPTQ "
                    f"changes the codes of {changed} of {len(packed)} matrices, the same on 1 and 2 threads" +
-                   (" (with --actorder too, declared)" if prefix == "ref" else ""))
+                   (" (activation order by default, declared; --no-actorder other codes, declared null)" if prefix == "ref" else ""))
         except Exception as e:
             failures.append(f"{label}: {e}")
 
@@ -620,7 +629,9 @@ with tempfile.TemporaryDirectory() as tmp:
             ("--asym with int8", [sources["ref"], os.path.join(tmp, "z"), "int8", "--asym"], "--asym and --w8a16 are int4's"),
             ("--group with fp8", [sources["ref"], os.path.join(tmp, "z"), "fp8", "--group", "32"], "--group is int4's and w8a16's"),
             ("--actorder without --calib", [sources["ref"], os.path.join(tmp, "z"), "int4", "--actorder"],
-             "--actorder is int4's GPTQ's"),
+             "--actorder and --no-actorder are int4's GPTQ's"),
+            ("--no-actorder with w8a16", [sources["ref"], os.path.join(tmp, "z"), "w8a16", "--calib", text_path, "--no-actorder"],
+             "--actorder and --no-actorder are int4's GPTQ's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
              "no linear layer to quantize")):
         p = run([tool("infer-quantize")] + args, ok=False)

@@ -18,8 +18,8 @@ tests/integration/hf_llmcompressor.py, in tests/data/llmcompressor/.
                  4-bit groups of 32
    each saved compressed (save_compressed=True) as `{family}-{recipe}/`, the tokenizer files beside.
 2. libinfer writes checkpoints of the same sources with infer-quantize (`ours-{family}-{scheme}/`):
-   int8 (rotated, the default), int8 --no-rotate, w8a16, fp8, fp8-tensor, fp8-dynamic, int4 --group
-   32 and int4 --group 32 --asym.
+   int8 (rotated, the default), int8 --no-rotate, w8a16 (per channel and --group 32), fp8,
+   fp8-tensor, fp8-dynamic, int4 --group 32 and int4 --group 32 --asym.
 3. transformers (with the compressed-tensors package, as vLLM parses the same config) loads every
    directory, decompressing it, and computes the distributions over the corpus's first chunks in
    float32 with eager attention: `{dir}.kld` in llama.cpp's KL-divergence base format, as
@@ -100,6 +100,7 @@ OURS = {
     "int8": ["int8"],
     "int8-unrotated": ["int8", "--no-rotate"],
     "w8a16": ["w8a16"],
+    "w8a16-g32": ["w8a16", "--group", "32"],
     "fp8": ["fp8"],
     "fp8-tensor": ["fp8-tensor"],
     "fp8-dynamic": ["fp8-dynamic"],

@@ -49,6 +49,29 @@ Result<const TensorInfo*> WeightBinder::require(const std::string& name, std::in
   return t;
 }
 
+namespace {
+
+// Weight t converted into `type` (the same shape) by fill(dst), which writes its rows: the buffer
+// kept in `store`, the tensor's entry returned; fill's error named after `where`.
+Result<const TensorInfo*> store_converted(std::deque<ConvertedTensor>& store, const TensorInfo& t, DType type,
+                                          const std::string& where, const std::function<Status(void*)>& fill) {
+  const int64_t n = t.shape[0], rows = t.view.rows();
+  const auto row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n));
+  if (!row_bytes) return invalid_argument(where + ": row size overflows");
+  ConvertedTensor c;
+  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
+  const Status converted = fill(c.data.data());
+  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
+  c.info = t;
+  c.info.dtype = type;
+  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
+  c.info.view = TensorView::contiguous(type, t.n_dims, t.shape, c.data.data());
+  store.push_back(std::move(c));
+  return &store.back().info;
+}
+
+}  // namespace
+
 Result<const TensorInfo*> WeightBinder::matrix(const std::string& name, std::initializer_list<int64_t> shape) {
   INFER_ASSIGN_OR_RETURN(const TensorInfo* t, optional_matrix(name, shape));
   if (!t) return malformed_file(file_.path() + ": missing tensor " + name);
@@ -95,23 +118,13 @@ Result<const TensorInfo*> WeightBinder::from_checkpoint(const TensorInfo* t) {
   const DType type = is_int ? (int8_weight_only ? DType::i8_w8a16 : DType::i8_row)
                      : w8a8 ? DType::f8_w8a8
                             : (n_scales == 1 && rows > 1 ? DType::f8_tensor : DType::f8_row);
-  const auto row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n));
-  if (!row_bytes) return invalid_argument(where + ": row size overflows");
-  ConvertedTensor c;
-  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
   const auto* codes = static_cast<const uint8_t*>(t->view.data);
   const std::span<const float> scales(static_cast<const float*>(scale->view.data), static_cast<size_t>(n_scales));
   const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(n);
-  const Status converted =
-      is_int ? i8_rows_from_compressed({{reinterpret_cast<const int8_t*>(codes), count}, scales, rows, n}, c.data.data())
-             : f8_rows_from_compressed({{codes, count}, scales, rows, n}, c.data.data());
-  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
-  c.info = *t;
-  c.info.dtype = type;
-  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
-  c.info.view = TensorView::contiguous(type, t->n_dims, t->shape, c.data.data());
-  store_->push_back(std::move(c));
-  return &store_->back().info;
+  return store_converted(*store_, *t, type, where, [&](void* dst) {
+    return is_int ? i8_rows_from_compressed({{reinterpret_cast<const int8_t*>(codes), count}, scales, rows, n}, dst)
+                  : f8_rows_from_compressed({{codes, count}, scales, rows, n}, dst);
+  });
 }
 
 // A compressed-tensors pack-quantized INT4 weight (I4_PACKED [rows, n]: eight values to an int32),
@@ -146,21 +159,10 @@ Result<const TensorInfo*> WeightBinder::from_packed_int4(const TensorInfo* t) {
   const auto count = static_cast<size_t>(rows) * static_cast<size_t>(n);
   std::vector<int8_t> values(count);
   unpack_int4_words(static_cast<const int32_t*>(t->view.data), static_cast<int64_t>(count), values.data());
-  const auto row_bytes = dtype_row_bytes(*type, static_cast<uint64_t>(n));
-  if (!row_bytes) return invalid_argument(where + ": row size overflows");
-  ConvertedTensor c;
-  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
   const auto n_scales = static_cast<size_t>(rows * groups);
   Int4GroupWeight w{values, {static_cast<const float*>(scale->view.data), n_scales}, {}, rows, n, group};
   if (zero) w.zero_point = {static_cast<const int8_t*>(zero->view.data), n_scales};
-  const Status converted = i4_rows_from_compressed(w, *type, c.data.data());
-  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
-  c.info = *t;
-  c.info.dtype = *type;
-  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
-  c.info.view = TensorView::contiguous(*type, t->n_dims, t->shape, c.data.data());
-  store_->push_back(std::move(c));
-  return &store_->back().info;
+  return store_converted(*store_, *t, *type, where, [&](void* dst) { return i4_rows_from_compressed(w, *type, dst); });
 }
 
 // A compressed-tensors INT8 weight in groups (W8A16: I8 [rows, n], unpacked by format/hf_directory.cpp
@@ -182,24 +184,13 @@ Result<const TensorInfo*> WeightBinder::from_int8_groups(const TensorInfo* t, co
   if (!type)
     return unsupported(where + ": groups of " + std::to_string(group) + " columns (INT8 groups must be a multiple of 32)");
   if (!store_) return invalid_argument(where + ": quantized checkpoint weights need a store to convert into");
-  const auto row_bytes = dtype_row_bytes(*type, static_cast<uint64_t>(n));
-  if (!row_bytes) return invalid_argument(where + ": row size overflows");
-  ConvertedTensor c;
-  INFER_ASSIGN_OR_RETURN(c.data, AlignedBuffer::allocate(*row_bytes * static_cast<size_t>(rows)));
   const auto count = static_cast<size_t>(rows) * static_cast<size_t>(n);
   const Int8GroupWeight w{{static_cast<const int8_t*>(t->view.data), count},
                           {static_cast<const float*>(scale->view.data), static_cast<size_t>(rows * groups)},
                           rows,
                           n,
                           group};
-  const Status converted = i8_groups_from_compressed(w, *type, c.data.data());
-  if (!converted.is_ok()) return Status(converted.code(), where + ": " + converted.message());
-  c.info = *t;
-  c.info.dtype = *type;
-  c.info.nbytes = *row_bytes * static_cast<uint64_t>(rows);
-  c.info.view = TensorView::contiguous(*type, t->n_dims, t->shape, c.data.data());
-  store_->push_back(std::move(c));
-  return &store_->back().info;
+  return store_converted(*store_, *t, *type, where, [&](void* dst) { return i8_groups_from_compressed(w, *type, dst); });
 }
 
 Result<const TensorInfo*> WeightBinder::convert(const TensorInfo* t) {

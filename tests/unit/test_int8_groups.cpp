@@ -19,6 +19,7 @@
 #include "kernels/cpu/qdot.hpp"
 #include "quant/int8_groups.hpp"
 #include "quant_test_util.hpp"
+#include "row_kernel_checks.hpp"
 
 using namespace infer;
 using namespace infer::test;
@@ -61,8 +62,6 @@ std::vector<uint8_t> random_i8_rows(int64_t group, int64_t rows, int64_t n, uint
   }
   return out;
 }
-
-bool same_bits(float a, float b) { return f32_bits(a) == f32_bits(b); }
 
 }  // namespace
 
@@ -121,62 +120,28 @@ TEST_CASE("INT8 group dot: the scalar twin is within its float rounding of the f
   }
 }
 
-TEST_CASE("INT8 group dot kernels of every ISA equal the scalar twin bit for bit for 1 to 9 strided activation rows", "[int8_groups]") {
-  const CpuIsa cpu = detected_isa();
+TEST_CASE("INT8 group dot kernels of every ISA equal the scalar twin bit for bit for 1 to 9 activation rows", "[int8_groups]") {
   for (const I8Type& t : i8_types()) {
     const CpuTypeTraits& e = *cpu_type_traits(t.type);
     REQUIRE(e.dot_ref == t.ref);
     REQUIRE(e.dot_avx2 == t.avx2);
     REQUIRE(e.dot_avx512 == t.avx512);
     REQUIRE(e.vec_dot_type == DType::f32);
-    std::vector<std::pair<const char*, QDotFn>> variants{{"ref", t.ref}};
-    if (cpu >= CpuIsa::avx2) variants.emplace_back("avx2", t.avx2);
-    if (cpu >= CpuIsa::avx512) variants.emplace_back("avx512", t.avx512);
     const int64_t G = t.group;
     for (int64_t n : {G, 2 * G, 5 * G, int64_t{1408}}) {
       const auto w = random_i8_rows(G, 3, n, 41 + static_cast<uint64_t>(n + G));
-      const int64_t row_bytes = n / G * (G + 4), stride = n + 20, as = stride * 4, ys = 3;
-      const auto x = activation_floats(9 * stride, 13 + static_cast<uint64_t>(n));
-      for (int64_t o = 0; o < 3; ++o) {
-        const uint8_t* row = w.data() + o * row_bytes;
-        std::vector<float> ref(9);
-        for (int64_t r = 0; r < 9; ++r) ref[static_cast<size_t>(r)] = qdot(t.ref, row, x.data() + r * stride, n);
-        for (const auto& [name, fn] : variants)
-          for (int64_t n_a : {1, 2, 3, 4, 5, 9}) {
-            INFO("group " << G << " n " << n << " row " << o << " kernel " << name << " rows " << n_a);
-            std::vector<float> y(static_cast<size_t>(n_a * ys), std::numeric_limits<float>::quiet_NaN());
-            fn(row, x.data(), as, n_a, n, y.data(), ys);
-            for (int64_t r = 0; r < n_a; ++r) {
-              REQUIRE(same_bits(y[static_cast<size_t>(r * ys)], ref[static_cast<size_t>(r)]));
-              REQUIRE(std::isnan(y[static_cast<size_t>(r * ys + 1)]));
-            }
-          }
-      }
+      require_dots_match_twin(t.type, t.ref, w.data(), 3, n, static_cast<uint64_t>(n / G * (G + 4)), 13 + static_cast<uint64_t>(n));
     }
   }
 }
 
 TEST_CASE("INT8 group matmul equals the scalar twin bit for bit on every ISA, whatever the rows and their chunks", "[int8_groups][matmul]") {
   ThreadPool pool(3);
-  for (const I8Type& t : i8_types()) {
+  for (const I8Type& t : i8_types())
     for (int64_t n_in : {int64_t{256}, int64_t{2048}}) {
-      const int64_t n_out = 19;
-      auto bytes = random_i8_rows(t.group, n_out, n_in, 7 + static_cast<uint64_t>(n_in + t.group));
-      const TensorView w = TensorView::contiguous(t.type, 2, {n_in, n_out, 1, 1}, bytes.data());
-      const auto x = activation_floats(41 * n_in, 5);
-      std::vector<float> ref(static_cast<size_t>(41 * n_out));
-      matmul_ref(w, x.data(), 41, n_in, ref.data(), n_out);
-      for (CpuIsa isa : supported_isas()) {
-        IsaScope scope(isa);
-        for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{17}, int64_t{41}}) {
-          INFO("group " << t.group << " n_in " << n_in << " isa " << isa_name(isa) << " rows " << rows);
-          std::vector<float> y(static_cast<size_t>(rows * n_out));
-          matmul(w, x.data(), rows, n_in, y.data(), n_out, pool);
-          for (size_t k = 0; k < y.size(); ++k) REQUIRE(same_bits(y[k], ref[k]));
-        }
-      }
+      auto bytes = random_i8_rows(t.group, 19, n_in, 7 + static_cast<uint64_t>(n_in + t.group));
+      require_matmul_matches_ref(t.type, bytes, n_in, 19, 5, pool);
     }
-  }
 }
 
 TEST_CASE("INT8 group weights from compressed-tensors arrays land exactly, a group of 2 G repeats its scale, bad input is refused", "[int8_groups]") {

@@ -59,6 +59,8 @@ struct QGemmKernel {
 // when the CPU has AVX-512 F, BW, VL, DQ and VNNI (CpuIsa::avx512).
 extern const QGemmKernel qgemm_q4_0_avx512;
 extern const QGemmKernel qgemm_q8_0_avx512;
+// Q8_0 packed at load (16 rows in the lanes; the same bytes as the file's rows): every batch size.
+extern const QGemmKernel qgemm_q8_0_lanes_avx512;
 extern const QGemmKernel qgemm_q5_0_avx512;
 extern const QGemmKernel qgemm_q4_1_avx512;
 extern const QGemmKernel qgemm_q5_1_avx512;

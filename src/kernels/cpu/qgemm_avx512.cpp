@@ -334,6 +334,107 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   });
 }
 
+// ---- Q8_0 packed at load: the 16 weight rows of a group in the 16 int32 lanes ----
+//
+// Packed group, per block i (544 bytes, as many as the 16 rows' blocks in the file):
+//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
+//   qs   u8[8][64]    vector p, lane j: row j's quants 4p..4p+3, each + 128 (w ^ 0x80)
+// The tinyBLAS order keeps 8 chains per (weight row, activation row), chain p summing elements
+// 4p..4p+3: here vector p of a tile's accumulators holds chain p of the 16 rows, so one dpbusd of
+// vector p with the activation's 4 quants 4p..4p+3 broadcast forms I_p of every row, and
+// s_p = fma(dW * dA, I_p, s_p) runs in the lanes; the rows' trees ((s0 + s4) + (s2 + s6)) +
+// ((s1 + s5) + (s3 + s7)) are vector additions at the end. Per block and activation row: 8 dpbusd,
+// 8 subtractions (the float of I_p by Q8_0's magic bits: the side data is Q8_0's tiles'), 8 fma
+// and one product, for 16 weight rows; no shuffle, no horizontal sum. What this buys is the decode:
+// the pairs above read the rows in place per call, and a decode step's per-row kernels
+// (qdot_rows_avx512.cpp) spend about 6 instructions a row and block on 34-byte blocks that straddle
+// cache lines.
+struct Q8LanesPacked {
+  uint16_t d[kGroup];
+  uint8_t qs[8][64];
+};
+static_assert(sizeof(Q8LanesPacked) == kGroup * sizeof(BlockQ8_0));
+
+int64_t q8l_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8LanesPacked)); }
+
+void q8l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  const auto* base = static_cast<const uint8_t*>(w);
+  auto* out = static_cast<Q8LanesPacked*>(packed);
+  // Rows past count repeat the last row (their scales are 0, their outputs not stored).
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
+  const __m512i offsets = _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const uint8_t* block0 = base + i * static_cast<int64_t>(sizeof(BlockQ8_0));
+    store256(out[i].d, block_scales(block0, offsets, lanes_below(count)));
+    for (int p = 0; p < 8; ++p) {
+      const __m512i q = _mm512_i32gather_epi32(offsets, block0 + 2 + 4 * p, 1);
+      _mm512_storeu_si512(out[i].qs[p], _mm512_xor_si512(q, flip));
+    }
+  }
+}
+
+void q8l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q8LanesPacked*>(packed);
+  auto* out = static_cast<BlockQ8_0*>(row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = pk[i].d[j];
+    for (int p = 0; p < 8; ++p) {
+      uint32_t v;
+      std::memcpy(&v, pk[i].qs[p] + 4 * j, 4);
+      v ^= 0x80808080u;
+      std::memcpy(out[i].qs + 4 * p, &v, 4);
+    }
+  }
+}
+
+// R activation rows against one packed group: lane j of acc[r][p] is chain p of weight row j with
+// activation row r.
+template <int R>
+void q8l_tile(const Q8LanesPacked* pk, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
+              float* y, int64_t ys) {
+  const __m512 magic = _mm512_set1_ps(kMagic);
+  __m512 acc[R][8];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < 8; ++p) acc[r][p] = _mm512_setzero_ps();
+  const float* da[R];
+  for (int r = 0; r < R; ++r) da[r] = q8_scales(side + r * ss, n);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    prefetch_ahead<R>(pk + i, sizeof(Q8LanesPacked));
+    const __m512 dw = load_scales(pk[i].d);
+    __m512 dd[R];
+    for (int r = 0; r < R; ++r) dd[r] = _mm512_mul_ps(dw, _mm512_set1_ps(da[r][i]));
+    for (int p = 0; p < 8; ++p) {
+      const __m512i wq = _mm512_loadu_si512(pk[i].qs[p]);
+      for (int r = 0; r < R; ++r) {
+        const int32_t* c = q8_corrections(side + r * ss, i);
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_set1_epi32(c[p]), wq, _mm512_set1_epi32(load_i32(q8_row(a, as, r)[i].qs + 4 * p)));
+        acc[r][p] = _mm512_fmadd_ps(dd[r], _mm512_sub_ps(_mm512_castsi512_ps(dot), magic), acc[r][p]);
+      }
+    }
+  }
+  const __mmask16 valid = lanes_below(count);
+  for (int r = 0; r < R; ++r) {
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]), _mm512_add_ps(acc[r][2], acc[r][6]));
+    const __m512 u = _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]), _mm512_add_ps(acc[r][3], acc[r][7]));
+    _mm512_mask_storeu_ps(y + r * ys, valid, _mm512_add_ps(t, u));
+  }
+}
+
+void q8l_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
+                  int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const Q8LanesPacked*>(packed);
+  const auto* sb = static_cast<const uint8_t*>(side);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  // Three activation rows at a time: 24 accumulators, one weight vector at a time.
+  int64_t r = 0;
+  for (; r + 3 <= n_a; r += 3) q8l_tile<3>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  if (n_a - r == 2) q8l_tile<2>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  if (n_a - r == 1) q8l_tile<1>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+}
+
 // ---- Q4_1, Q5_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----
 //
 // llama.cpp's vec_dot order (qdot.hpp): the 8 lanes s_p = fma(dW * dA, I_p, s_p) of Q8_0, and
@@ -448,5 +549,7 @@ const QGemmKernel qgemm_q5_1_avx512{8, kGroup, no_side_bytes, no_prepare_side, q
                                     q41_multiply, nullptr};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
+const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack, q8l_multiply,
+                                         q8l_unpack};
 
 }  // namespace infer

@@ -34,7 +34,7 @@ constexpr CpuTypeTraits kTable[] = {
      .gemm_avx512 = &qgemm_q4_1_avx512},
     {.type = DType::q5_0, .to_float_ref = dequantize_q5_0_ref, .to_float_avx2 = dequantize_q5_0_avx2,
      .from_float = quantize_row_q5_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q5_0_ref, .dot_avx2 = qdot_q5_0_avx2, .dot_rows_avx512 = qdot_rows_q5_0_avx512,
-     .gemm_avx512 = &qgemm_q5_0_avx512},
+     .gemm_avx512 = &qgemm_q5_0_avx512, .load_packing = &qgemm_q5_0_lanes_avx512},
     {.type = DType::q5_1, .to_float_ref = dequantize_q5_1_ref, .to_float_avx2 = dequantize_q5_1_avx2,
      .from_float = quantize_row_q5_1_ref, .vec_dot_type = DType::q8_1, .dot_ref = qdot_q5_1_ref, .dot_avx2 = qdot_q5_1_avx2, .dot_rows_avx512 = qdot_rows_q5_1_avx512,
      .gemm_avx512 = &qgemm_q5_1_avx512},

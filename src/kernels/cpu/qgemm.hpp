@@ -61,6 +61,8 @@ extern const QGemmKernel qgemm_q4_0_avx512;
 extern const QGemmKernel qgemm_q8_0_avx512;
 // Q8_0 packed at load (16 rows in the lanes; the same bytes as the file's rows): every batch size.
 extern const QGemmKernel qgemm_q8_0_lanes_avx512;
+// Q5_0 packed at load (16 rows in the lanes, the fifth bits spread in the tile; the file's bytes).
+extern const QGemmKernel qgemm_q5_0_lanes_avx512;
 extern const QGemmKernel qgemm_q5_0_avx512;
 extern const QGemmKernel qgemm_q4_1_avx512;
 extern const QGemmKernel qgemm_q5_1_avx512;

@@ -390,11 +390,21 @@ void q8l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
   }
 }
 
-// R activation rows against one packed group: lane j of acc[r][p] is chain p of weight row j with
-// activation row r.
-template <int R>
-void q8l_tile(const Q8LanesPacked* pk, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
-              float* y, int64_t ys) {
+// The quants of a Q8_0 lanes block: vector p as packed.
+struct Q8Lanes {
+  using Packed = Q8LanesPacked;
+  using State = int;
+  static State prepare(const Packed&) { return 0; }
+  static __m512i quants(const Packed& b, State, int p) { return _mm512_loadu_si512(b.qs[p]); }
+};
+
+// R activation rows against one packed group of the lanes layouts (Q8_0 above, Q5_0 below): lane
+// j of acc[r][p] is chain p of weight row j with activation row r. L gives vector p of the block's
+// unsigned quants (lane j: row j's elements 4p..4p+3); the side data starts each dpbusd at the
+// magic bits less the offset's share.
+template <class L, int R>
+void lanes_tile(const typename L::Packed* pk, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss,
+                int64_t n, float* y, int64_t ys) {
   const __m512 magic = _mm512_set1_ps(kMagic);
   __m512 acc[R][8];
   for (int r = 0; r < R; ++r)
@@ -402,12 +412,13 @@ void q8l_tile(const Q8LanesPacked* pk, int64_t count, const void* a, int64_t as,
   const float* da[R];
   for (int r = 0; r < R; ++r) da[r] = q8_scales(side + r * ss, n);
   for (int64_t i = 0; i < n / kQK; ++i) {
-    prefetch_ahead<R>(pk + i, sizeof(Q8LanesPacked));
+    prefetch_ahead<R>(pk + i, sizeof(typename L::Packed));
     const __m512 dw = load_scales(pk[i].d);
     __m512 dd[R];
     for (int r = 0; r < R; ++r) dd[r] = _mm512_mul_ps(dw, _mm512_set1_ps(da[r][i]));
+    const typename L::State st = L::prepare(pk[i]);
     for (int p = 0; p < 8; ++p) {
-      const __m512i wq = _mm512_loadu_si512(pk[i].qs[p]);
+      const __m512i wq = L::quants(pk[i], st, p);
       for (int r = 0; r < R; ++r) {
         const int32_t* c = q8_corrections(side + r * ss, i);
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_set1_epi32(c[p]), wq, _mm512_set1_epi32(load_i32(q8_row(a, as, r)[i].qs + 4 * p)));
@@ -423,16 +434,111 @@ void q8l_tile(const Q8LanesPacked* pk, int64_t count, const void* a, int64_t as,
   }
 }
 
-void q8l_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
-                  int64_t n, float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const Q8LanesPacked*>(packed);
+template <class L>
+void lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
+                    int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const typename L::Packed*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   const auto* ab = static_cast<const uint8_t*>(a);
   // Three activation rows at a time: 24 accumulators, one weight vector at a time.
   int64_t r = 0;
-  for (; r + 3 <= n_a; r += 3) q8l_tile<3>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-  if (n_a - r == 2) q8l_tile<2>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
-  if (n_a - r == 1) q8l_tile<1>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  for (; r + 3 <= n_a; r += 3) lanes_tile<L, 3>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  if (n_a - r == 2) lanes_tile<L, 2>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  if (n_a - r == 1) lanes_tile<L, 1>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+}
+
+// ---- Q5_0 packed at load: the same lanes ----
+//
+// Packed group, per block i (352 bytes, as many as the 16 rows' blocks in the file):
+//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
+//   qh   u32[16]      lane j: row j's fifth bits (bit e: element e's)
+//   qs   u8[4][64]    vector k, lane j: row j's qs bytes 4k..4k+3 (low nibbles: elements 4k..4k+3,
+//                     high nibbles: 16 + 4k..16 + 4k + 3), as Q4_0's
+// Vector p of the unsigned quants q (0..31) is the nibbles of qs vector p mod 4 (low for p < 4,
+// high for p >= 4) or'ed with the fifth bits 4p..4p+3 of qh, spread to bit 4 of each byte by one
+// permutation of a 16-entry table (vpermd reads the index's low 4 bits: qh >> 4p needs no mask).
+// The side data starts each dpbusd at the magic bits less 16 Σa (Q5_0 quants are q - 16); the float
+// steps are Q8_0's tinyBLAS ones, as qdot.hpp lists them for both.
+struct Q50LanesPacked {
+  uint16_t d[kGroup];
+  uint32_t qh[kGroup];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(Q50LanesPacked) == kGroup * sizeof(BlockQ5_0));
+
+void q50l_prepare_side(const void* a, void* side, int64_t n) noexcept {
+  const auto* ab = static_cast<const BlockQ8_0*>(a);
+  auto* c = static_cast<int32_t*>(side);
+  auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(side) + n / kQK * 32);
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[i].qs)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * i),
+                        _mm256_add_epi32(_mm256_mullo_epi32(sums, _mm256_set1_epi32(-16)), _mm256_set1_epi32(kMagicBits)));
+    d[i] = half(ab[i].d);
+  }
+}
+
+int64_t q50l_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q50LanesPacked)); }
+
+void q50l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  const auto* base = static_cast<const uint8_t*>(w);
+  auto* out = static_cast<Q50LanesPacked*>(packed);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
+  const __m512i offsets = _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const uint8_t* block0 = base + i * static_cast<int64_t>(sizeof(BlockQ5_0));
+    store256(out[i].d, block_scales(block0, offsets, lanes_below(count)));
+    _mm512_storeu_si512(out[i].qh, _mm512_i32gather_epi32(offsets, block0 + 2, 1));
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out[i].qs[k], _mm512_i32gather_epi32(offsets, block0 + 6 + 4 * k, 1));
+  }
+}
+
+void q50l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q50LanesPacked*>(packed);
+  auto* out = static_cast<BlockQ5_0*>(row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = pk[i].d[j];
+    std::memcpy(out[i].qh, &pk[i].qh[j], 4);
+    for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
+  }
+}
+
+struct Q50Lanes {
+  using Packed = Q50LanesPacked;
+  using State = __m512i;  // the block's fifth bits
+  static State prepare(const Packed& b) { return _mm512_loadu_si512(b.qh); }
+  static __m512i quants(const Packed& b, State qh, int p) {
+    // Entry k: byte t holds 0x10 where bit t of k is set.
+    const __m512i spread = _mm512_setr_epi32(0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010,
+                                             0x00101000, 0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010,
+                                             0x10100000, 0x10100010, 0x10101000, 0x10101010);
+    const __m512i fifth = _mm512_permutexvar_epi32(_mm512_srl_epi32(qh, _mm_cvtsi32_si128(4 * p)), spread);
+    const __m512i qs = _mm512_loadu_si512(b.qs[p % 4]);
+    const __m512i nibbles = p < 4 ? qs : _mm512_srli_epi16(qs, 4);
+    return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0F), fifth, 0xEA);  // (nibbles & 0x0F) | fifth
+  }
+};
+
+// Decode (1-3 activation rows) unpacks each block in the tile. More rows pass over the group once
+// per 3 of them: the group's quants are unpacked once per call into Q8_0's lanes layout (the unsigned
+// q, 0..31; the side data's -16 Σa matches them), which the Q8_0 tile then reads, the same
+// operations on the same values: prefill ran 15-28% slower unpacking in every pass.
+void q50l_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
+                   int64_t n, float* y, int64_t ys) noexcept {
+  if (n_a <= 3) return lanes_multiply<Q50Lanes>(packed, count, a, as, side, ss, n_a, n, y, ys);
+  const auto* pk = static_cast<const Q50LanesPacked*>(packed);
+  const int64_t blocks = n / kQK;
+  thread_local std::vector<Q8LanesPacked> expanded;
+  if (expanded.size() < static_cast<size_t>(blocks)) expanded.resize(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) {
+    std::memcpy(expanded[static_cast<size_t>(i)].d, pk[i].d, sizeof pk[i].d);
+    const Q50Lanes::State st = Q50Lanes::prepare(pk[i]);
+    for (int p = 0; p < 8; ++p) _mm512_storeu_si512(expanded[static_cast<size_t>(i)].qs[p], Q50Lanes::quants(pk[i], st, p));
+  }
+  lanes_multiply<Q8Lanes>(expanded.data(), count, a, as, side, ss, n_a, n, y, ys);
 }
 
 // ---- Q4_1, Q5_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----
@@ -549,7 +655,9 @@ const QGemmKernel qgemm_q5_1_avx512{8, kGroup, no_side_bytes, no_prepare_side, q
                                     q41_multiply, nullptr};
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
-const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack, q8l_multiply,
-                                         q8l_unpack};
+const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack,
+                                         lanes_multiply<Q8Lanes>, q8l_unpack};
+const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, q50l_prepare_side, q50l_packed_bytes, q50l_pack,
+                                         q50l_multiply, q50l_unpack};
 
 }  // namespace infer

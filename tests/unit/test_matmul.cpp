@@ -298,7 +298,7 @@ TEST_CASE("the CPU backend copies the matrices it does not repack into its arena
     }
     ++copied;
   }
-  CHECK(copied >= 3);  // F32, Q4_1, Q5_1
+  CHECK(copied >= 1);  // F32 (every other type packs at load where the CPU has AVX-512)
   // Vectors stay where they are.
   std::vector<float> v(64, 1.0f);
   const TensorView vec = TensorView::contiguous(DType::f32, 1, {64, 1, 1, 1}, v.data());

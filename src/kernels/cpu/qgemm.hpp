@@ -63,6 +63,9 @@ extern const QGemmKernel qgemm_q8_0_avx512;
 extern const QGemmKernel qgemm_q8_0_lanes_avx512;
 // Q5_0 packed at load (16 rows in the lanes, the fifth bits spread in the tile; the file's bytes).
 extern const QGemmKernel qgemm_q5_0_lanes_avx512;
+// Q4_1 and Q5_1 packed at load (the same lanes against Q8_1 rows, the mins chain in the lanes).
+extern const QGemmKernel qgemm_q4_1_lanes_avx512;
+extern const QGemmKernel qgemm_q5_1_lanes_avx512;
 extern const QGemmKernel qgemm_q5_0_avx512;
 extern const QGemmKernel qgemm_q4_1_avx512;
 extern const QGemmKernel qgemm_q5_1_avx512;

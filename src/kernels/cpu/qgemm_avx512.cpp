@@ -8,7 +8,10 @@
 // float step.
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/qgemm.hpp"
 #include "kernels/cpu/qgemm_avx512_util.hpp"
@@ -394,34 +397,48 @@ void q8l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
 struct Q8Lanes {
   using Packed = Q8LanesPacked;
   using State = int;
+  static constexpr bool kMins = false;
   static State prepare(const Packed&) { return 0; }
   static __m512i quants(const Packed& b, State, int p) { return _mm512_loadu_si512(b.qs[p]); }
 };
 
-// R activation rows against one packed group of the lanes layouts (Q8_0 above, Q5_0 below): lane
-// j of acc[r][p] is chain p of weight row j with activation row r. L gives vector p of the block's
-// unsigned quants (lane j: row j's elements 4p..4p+3); the side data starts each dpbusd at the
-// magic bits less the offset's share.
+// R activation rows against one packed group of the lanes layouts (Q8_0 and Q5_0 against Q8_0
+// rows, Q4_1 and Q5_1 against Q8_1 rows, below): lane j of acc[r][p] is chain p of weight row j
+// with activation row r. L gives vector p of the block's unsigned quants (lane j: row j's elements
+// 4p..4p+3). Q8_0 rows: the side data starts each dpbusd at the magic bits less the offset's share.
+// Q8_1 rows (L::kMins: quants without offset, a min per block): each dpbusd starts at the magic
+// bits, and mins = fma(mW, sA, mins) per block joins each row's tree at the end (qdot.hpp).
 template <class L, int R>
 void lanes_tile(const typename L::Packed* pk, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss,
                 int64_t n, float* y, int64_t ys) {
   const __m512 magic = _mm512_set1_ps(kMagic);
-  __m512 acc[R][8];
-  for (int r = 0; r < R; ++r)
+  __m512 acc[R][8], mins[R];
+  for (int r = 0; r < R; ++r) {
+    mins[r] = _mm512_setzero_ps();
     for (int p = 0; p < 8; ++p) acc[r][p] = _mm512_setzero_ps();
-  const float* da[R];
-  for (int r = 0; r < R; ++r) da[r] = q8_scales(side + r * ss, n);
+  }
   for (int64_t i = 0; i < n / kQK; ++i) {
     prefetch_ahead<R>(pk + i, sizeof(typename L::Packed));
     const __m512 dw = load_scales(pk[i].d);
     __m512 dd[R];
-    for (int r = 0; r < R; ++r) dd[r] = _mm512_mul_ps(dw, _mm512_set1_ps(da[r][i]));
+    const int8_t* aq[R];
+    for (int r = 0; r < R; ++r) {
+      if constexpr (L::kMins) {
+        const BlockQ8_1& ab = act_row<BlockQ8_1>(a, as, r)[i];
+        aq[r] = ab.qs;
+        dd[r] = _mm512_mul_ps(dw, _mm512_set1_ps(half(ab.d)));
+        mins[r] = _mm512_fmadd_ps(load_scales(pk[i].m), _mm512_set1_ps(half(ab.s)), mins[r]);
+      } else {
+        aq[r] = q8_row(a, as, r)[i].qs;
+        dd[r] = _mm512_mul_ps(dw, _mm512_set1_ps(q8_scales(side + r * ss, n)[i]));
+      }
+    }
     const typename L::State st = L::prepare(pk[i]);
     for (int p = 0; p < 8; ++p) {
       const __m512i wq = L::quants(pk[i], st, p);
       for (int r = 0; r < R; ++r) {
-        const int32_t* c = q8_corrections(side + r * ss, i);
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_set1_epi32(c[p]), wq, _mm512_set1_epi32(load_i32(q8_row(a, as, r)[i].qs + 4 * p)));
+        const __m512i start = L::kMins ? _mm512_set1_epi32(kMagicBits) : _mm512_set1_epi32(q8_corrections(side + r * ss, i)[p]);
+        const __m512i dot = _mm512_dpbusd_epi32(start, wq, _mm512_set1_epi32(load_i32(aq[r] + 4 * p)));
         acc[r][p] = _mm512_fmadd_ps(dd[r], _mm512_sub_ps(_mm512_castsi512_ps(dot), magic), acc[r][p]);
       }
     }
@@ -430,7 +447,8 @@ void lanes_tile(const typename L::Packed* pk, int64_t count, const void* a, int6
   for (int r = 0; r < R; ++r) {
     const __m512 t = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]), _mm512_add_ps(acc[r][2], acc[r][6]));
     const __m512 u = _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]), _mm512_add_ps(acc[r][3], acc[r][7]));
-    _mm512_mask_storeu_ps(y + r * ys, valid, _mm512_add_ps(t, u));
+    const __m512 tree = _mm512_add_ps(t, u);
+    _mm512_mask_storeu_ps(y + r * ys, valid, L::kMins ? _mm512_add_ps(tree, mins[r]) : tree);
   }
 }
 
@@ -440,9 +458,11 @@ void lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as
   const auto* pk = static_cast<const typename L::Packed*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   const auto* ab = static_cast<const uint8_t*>(a);
-  // Three activation rows at a time: 24 accumulators, one weight vector at a time.
+  // Three activation rows at a time (two with the mins chains): 24 accumulators, one weight
+  // vector at a time.
+  constexpr int64_t kRows = L::kMins ? 2 : 3;
   int64_t r = 0;
-  for (; r + 3 <= n_a; r += 3) lanes_tile<L, 3>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+  for (; r + kRows <= n_a; r += kRows) lanes_tile<L, kRows>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
   if (n_a - r == 2) lanes_tile<L, 2>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
   if (n_a - r == 1) lanes_tile<L, 1>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
 }
@@ -506,16 +526,23 @@ void q50l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
   }
 }
 
+// Bits 4p..4p+3 of each lane's qh word as bit 4 of its bytes 0..3 (0x10 or 0): one vpermd of a
+// 16-entry table (entry k: byte t holds 0x10 where bit t of k is set), which reads only the index's
+// low 4 bits, so qh >> 4p needs no mask.
+inline __m512i fifth_bits(__m512i qh, int p) {
+  const __m512i spread = _mm512_setr_epi32(0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010,
+                                           0x00101000, 0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010,
+                                           0x10100000, 0x10100010, 0x10101000, 0x10101010);
+  return _mm512_permutexvar_epi32(_mm512_srl_epi32(qh, _mm_cvtsi32_si128(4 * p)), spread);
+}
+
 struct Q50Lanes {
   using Packed = Q50LanesPacked;
   using State = __m512i;  // the block's fifth bits
+  static constexpr bool kMins = false;
   static State prepare(const Packed& b) { return _mm512_loadu_si512(b.qh); }
   static __m512i quants(const Packed& b, State qh, int p) {
-    // Entry k: byte t holds 0x10 where bit t of k is set.
-    const __m512i spread = _mm512_setr_epi32(0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010,
-                                             0x00101000, 0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010,
-                                             0x10100000, 0x10100010, 0x10101000, 0x10101010);
-    const __m512i fifth = _mm512_permutexvar_epi32(_mm512_srl_epi32(qh, _mm_cvtsi32_si128(4 * p)), spread);
+    const __m512i fifth = fifth_bits(qh, p);
     const __m512i qs = _mm512_loadu_si512(b.qs[p % 4]);
     const __m512i nibbles = p < 4 ? qs : _mm512_srli_epi16(qs, 4);
     return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0F), fifth, 0xEA);  // (nibbles & 0x0F) | fifth
@@ -539,6 +566,120 @@ void q50l_multiply(const void* packed, int64_t count, const void* a, int64_t as,
     for (int p = 0; p < 8; ++p) _mm512_storeu_si512(expanded[static_cast<size_t>(i)].qs[p], Q50Lanes::quants(pk[i], st, p));
   }
   lanes_multiply<Q8Lanes>(expanded.data(), count, a, as, side, ss, n_a, n, y, ys);
+}
+
+// ---- Q4_1, Q5_1 packed at load: the same lanes, against Q8_1 rows, with the mins in the lanes ----
+//
+// Packed group, per block i (320 / 384 bytes, as many as the 16 rows' blocks in the file):
+//   d, m   f16[16] each   lane j: row j's scale and min (0 for the rows past count)
+//   qh     u32[16]        (Q5_1) lane j: row j's fifth bits
+//   qs     u8[4][64]      as Q5_0's
+// The quants are unsigned as stored (Q4_1 the nibbles, Q5_1 with the fifth bit: 0..31), so each
+// dpbusd starts at the bare magic bits. From 4 activation rows the group is unpacked once per call
+// (MinLanesExpanded), as Q5_0's.
+struct Q41LanesPacked {
+  uint16_t d[kGroup], m[kGroup];
+  uint8_t qs[4][64];
+};
+struct Q51LanesPacked {
+  uint16_t d[kGroup], m[kGroup];
+  uint32_t qh[kGroup];
+  uint8_t qs[4][64];
+};
+struct MinLanesExpanded {
+  uint16_t d[kGroup], m[kGroup];
+  uint8_t qs[8][64];
+};
+static_assert(sizeof(Q41LanesPacked) == kGroup * sizeof(BlockQ4_1) && sizeof(Q51LanesPacked) == kGroup * sizeof(BlockQ5_1));
+
+// Vector p of a block's nibbles (low for p < 4, high for p >= 4) of qs vector p mod 4.
+inline __m512i lane_nibbles(const uint8_t (&qs)[4][64], int p) {
+  const __m512i v = _mm512_loadu_si512(qs[p % 4]);
+  return _mm512_and_si512(p < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+}
+
+struct Q41Lanes {
+  using Packed = Q41LanesPacked;
+  using State = int;
+  static constexpr bool kMins = true;
+  static State prepare(const Packed&) { return 0; }
+  static __m512i quants(const Packed& b, State, int p) { return lane_nibbles(b.qs, p); }
+};
+struct Q51Lanes {
+  using Packed = Q51LanesPacked;
+  using State = __m512i;
+  static constexpr bool kMins = true;
+  static State prepare(const Packed& b) { return _mm512_loadu_si512(b.qh); }
+  static __m512i quants(const Packed& b, State qh, int p) {
+    const __m512i fifth = fifth_bits(qh, p);
+    return _mm512_or_si512(lane_nibbles(b.qs, p), fifth);
+  }
+};
+struct MinExpandedLanes {
+  using Packed = MinLanesExpanded;
+  using State = int;
+  static constexpr bool kMins = true;
+  static State prepare(const Packed&) { return 0; }
+  static __m512i quants(const Packed& b, State, int p) { return _mm512_loadu_si512(b.qs[p]); }
+};
+
+template <class Block>
+int64_t min_lanes_packed_bytes(int64_t n) noexcept {
+  return n / kQK * kGroup * static_cast<int64_t>(sizeof(Block));
+}
+
+template <class Block>
+void min_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_1>;
+  using Packed = std::conditional_t<kFifth, Q51LanesPacked, Q41LanesPacked>;
+  const auto* base = static_cast<const uint8_t*>(w);
+  auto* out = static_cast<Packed*>(packed);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
+  const __m512i offsets = _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+  const __mmask16 valid = lanes_below(count);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const uint8_t* block0 = base + i * static_cast<int64_t>(sizeof(Block));
+    store256(out[i].d, block_scales(block0, offsets, valid));
+    store256(out[i].m, block_scales(block0 + 2, offsets, valid));
+    if constexpr (kFifth) _mm512_storeu_si512(out[i].qh, _mm512_i32gather_epi32(offsets, block0 + 4, 1));
+    const uint8_t* qs0 = block0 + offsetof(Block, qs);
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out[i].qs[k], _mm512_i32gather_epi32(offsets, qs0 + 4 * k, 1));
+  }
+}
+
+template <class Block>
+void min_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_1>;
+  using Packed = std::conditional_t<kFifth, Q51LanesPacked, Q41LanesPacked>;
+  const auto* pk = static_cast<const Packed*>(packed);
+  auto* out = static_cast<Block*>(row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = pk[i].d[j];
+    out[i].m = pk[i].m[j];
+    if constexpr (kFifth) std::memcpy(out[i].qh, &pk[i].qh[j], 4);
+    for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
+  }
+}
+
+template <class Block>
+void min_lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
+                        int64_t n, float* y, int64_t ys) noexcept {
+  using L = std::conditional_t<std::is_same_v<Block, BlockQ5_1>, Q51Lanes, Q41Lanes>;
+  if (n_a <= 3) return lanes_multiply<L>(packed, count, a, as, side, ss, n_a, n, y, ys);
+  const auto* pk = static_cast<const typename L::Packed*>(packed);
+  const int64_t blocks = n / kQK;
+  thread_local std::vector<MinLanesExpanded> expanded;
+  if (expanded.size() < static_cast<size_t>(blocks)) expanded.resize(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) {
+    MinLanesExpanded& e = expanded[static_cast<size_t>(i)];
+    std::memcpy(e.d, pk[i].d, sizeof e.d);
+    std::memcpy(e.m, pk[i].m, sizeof e.m);
+    const typename L::State st = L::prepare(pk[i]);
+    for (int p = 0; p < 8; ++p) _mm512_storeu_si512(e.qs[p], L::quants(pk[i], st, p));
+  }
+  lanes_multiply<MinExpandedLanes>(expanded.data(), count, a, as, side, ss, n_a, n, y, ys);
 }
 
 // ---- Q4_1, Q5_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----
@@ -659,5 +800,9 @@ const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_s
                                          lanes_multiply<Q8Lanes>, q8l_unpack};
 const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, q50l_prepare_side, q50l_packed_bytes, q50l_pack,
                                          q50l_multiply, q50l_unpack};
+const QGemmKernel qgemm_q4_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ4_1>,
+                                         min_lanes_pack<BlockQ4_1>, min_lanes_multiply<BlockQ4_1>, min_lanes_unpack<BlockQ4_1>};
+const QGemmKernel qgemm_q5_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ5_1>,
+                                         min_lanes_pack<BlockQ5_1>, min_lanes_multiply<BlockQ5_1>, min_lanes_unpack<BlockQ5_1>};
 
 }  // namespace infer

@@ -204,7 +204,10 @@ int64_t q8_side_bytes(int64_t n) noexcept { return round64(n / kQK * 36); }
 inline const int32_t* q8_corrections(const uint8_t* side, int64_t i) { return reinterpret_cast<const int32_t*>(side) + 8 * i; }
 inline const float* q8_scales(const uint8_t* side, int64_t n) { return reinterpret_cast<const float*>(side + n / kQK * 32); }
 
-void q8_prepare_side(const void* a, void* side, int64_t n) noexcept {
+// The side data for weight quants fed as q + kOffset (Q8_0: w + 128; Q5_0 packed at load: q - 16 +
+// 16): per block the 8 lanes' kMagicBits - kOffset Σa, then the blocks' dA.
+template <int32_t kOffset>
+void offset_side(const void* a, void* side, int64_t n) noexcept {
   const auto* ab = static_cast<const BlockQ8_0*>(a);
   auto* c = static_cast<int32_t*>(side);
   auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(side) + n / kQK * 32);
@@ -212,10 +215,11 @@ void q8_prepare_side(const void* a, void* side, int64_t n) noexcept {
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[i].qs)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * i),
-                        _mm256_add_epi32(_mm256_mullo_epi32(sums, _mm256_set1_epi32(-128)), _mm256_set1_epi32(kMagicBits)));
+                        _mm256_add_epi32(_mm256_mullo_epi32(sums, _mm256_set1_epi32(-kOffset)), _mm256_set1_epi32(kMagicBits)));
     d[i] = half(ab[i].d);
   }
 }
+void q8_prepare_side(const void* a, void* side, int64_t n) noexcept { offset_side<128>(a, side, n); }
 
 int64_t q8_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8Packed)); }
 
@@ -358,16 +362,21 @@ struct Q8LanesPacked {
 };
 static_assert(sizeof(Q8LanesPacked) == kGroup * sizeof(BlockQ8_0));
 
+// The gather offsets of a lanes group's 16 rows, ws bytes apart; rows past count repeat the last
+// one (their scales are packed as 0, their outputs not stored).
+inline __m512i lanes_row_offsets(int64_t ws, int64_t count) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
+  return _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+}
+
 int64_t q8l_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8LanesPacked)); }
 
 void q8l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   const auto* base = static_cast<const uint8_t*>(w);
   auto* out = static_cast<Q8LanesPacked*>(packed);
-  // Rows past count repeat the last row (their scales are 0, their outputs not stored).
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
-  const __m512i offsets = _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+  const __m512i offsets = lanes_row_offsets(ws, count);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t i = 0; i < n / kQK; ++i) {
     const uint8_t* block0 = base + i * static_cast<int64_t>(sizeof(BlockQ8_0));
@@ -486,28 +495,13 @@ struct Q50LanesPacked {
 };
 static_assert(sizeof(Q50LanesPacked) == kGroup * sizeof(BlockQ5_0));
 
-void q50l_prepare_side(const void* a, void* side, int64_t n) noexcept {
-  const auto* ab = static_cast<const BlockQ8_0*>(a);
-  auto* c = static_cast<int32_t*>(side);
-  auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(side) + n / kQK * 32);
-  const __m256i ones = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[i].qs)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * i),
-                        _mm256_add_epi32(_mm256_mullo_epi32(sums, _mm256_set1_epi32(-16)), _mm256_set1_epi32(kMagicBits)));
-    d[i] = half(ab[i].d);
-  }
-}
-
 int64_t q50l_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q50LanesPacked)); }
 
 void q50l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   const auto* base = static_cast<const uint8_t*>(w);
   auto* out = static_cast<Q50LanesPacked*>(packed);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
-  const __m512i offsets = _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+  const __m512i offsets = lanes_row_offsets(ws, count);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const uint8_t* block0 = base + i * static_cast<int64_t>(sizeof(BlockQ5_0));
     store256(out[i].d, block_scales(block0, offsets, lanes_below(count)));
@@ -635,9 +629,7 @@ void min_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* p
   using Packed = std::conditional_t<kFifth, Q51LanesPacked, Q41LanesPacked>;
   const auto* base = static_cast<const uint8_t*>(w);
   auto* out = static_cast<Packed*>(packed);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(count - 1)));
-  const __m512i offsets = _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int32_t>(ws)));
+  const __m512i offsets = lanes_row_offsets(ws, count);
   const __mmask16 valid = lanes_below(count);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const uint8_t* block0 = base + i * static_cast<int64_t>(sizeof(Block));
@@ -798,7 +790,7 @@ const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q
                                        nullptr};
 const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack,
                                          lanes_multiply<Q8Lanes>, q8l_unpack};
-const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, q50l_prepare_side, q50l_packed_bytes, q50l_pack,
+const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, offset_side<16>, q50l_packed_bytes, q50l_pack,
                                          q50l_multiply, q50l_unpack};
 const QGemmKernel qgemm_q4_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ4_1>,
                                          min_lanes_pack<BlockQ4_1>, min_lanes_multiply<BlockQ4_1>, min_lanes_unpack<BlockQ4_1>};

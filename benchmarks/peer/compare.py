@@ -11,7 +11,7 @@ prepares the models and calls this; see there for the options).
                  every step decodes all 16) and the generated tokens over the whole run
 
   roofline       with -n, the read bandwidth of T threads (infer-bench-micro's BM_ReadBandwidth:
-                 huge pages, prefetching) measured once per round per model between the runs; the
+                 huge pages, the widest loads, prefetching) measured once per round per model between the runs; the
                  most it reached over bytes of weights a token reads (infer-inspect: every tensor
                  but the token embeddings, of which a step reads one row, unless the output layer
                  is tied to them) is the roofline each tg rate is set against

@@ -3,11 +3,12 @@
 // decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, F16 and BF16 at TinyLlama-1.1B's shapes (n_in 2048 x n_out
 // 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a serving step sees;
 // rows_per_s is x rows through the whole weight per second. BM_MatmulLoaded: one x row (decode)
-// on every type as the CPU backend prepares weights at load. Also the row dequantization and the
-// activation conversion on their own.
+// on every type as the CPU backend prepares weights at load; BM_MatmulStreamed the same from
+// memory. Also the row dequantization and the activation conversion on their own.
 //   build/benchmarks/infer-bench-matmul --benchmark_format=json
 //   build/benchmarks/infer-bench-matmul --benchmark_filter=TinyLlama
 //   build/benchmarks/infer-bench-matmul --benchmark_filter=Loaded
+//   build/benchmarks/infer-bench-matmul --benchmark_filter=Streamed
 //   (INFER_THREADS=N sets the thread pool size; default: one per hardware thread)
 #include <benchmark/benchmark.h>
 
@@ -110,6 +111,36 @@ void BM_MatmulLoaded(benchmark::State& state, DType t) {
                  (weights[0].layout == Layout::cpu_packed ? " packed" : " copied") + " threads=" + std::to_string(pool().size()));
 }
 
+// The same decode from memory: enough copies of the weight (n_out 5632, 2048 or 256: TinyLlama's
+// FFN, attention and K/V shapes), as the CPU backend holds them, that together they pass 1 GiB
+// (past any L3), used in turn; weight_GBps is then the stream a decode step gets, to set against
+// BM_ReadBandwidth (infer-bench-micro).
+void BM_MatmulStreamed(benchmark::State& state, DType t) {
+  const int64_t n_in = 2048, n_out = state.range(0);
+  CpuBackend backend(pool());
+  const auto file = test::random_weights(t, n_out, n_in, 1);
+  const size_t copies = ((size_t{1} << 30) + file.size() - 1) / file.size();
+  std::vector<std::vector<uint8_t>> files(copies, file);
+  std::vector<TensorView> weights;
+  for (auto& f : files) {
+    const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, f.data());
+    weights.push_back(*backend.prepare_weight(w, Backend::WeightSource::released));
+  }
+  const auto x = test::random_floats(static_cast<size_t>(n_in), 2);
+  std::vector<float> y(static_cast<size_t>(n_out));
+  size_t next = 0;
+  for (auto _ : state) {
+    matmul(weights[next], x.data(), 1, n_in, y.data(), n_out, pool());
+    next = (next + 1) % weights.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(file.size()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) + " x" +
+                 std::to_string(copies) + (weights[0].layout == Layout::cpu_packed ? " packed" : " copied") +
+                 " threads=" + std::to_string(pool().size()));
+}
+
 void BM_Dequantize(benchmark::State& state, DType t) {
   const auto isa = static_cast<CpuIsa>(state.range(0));
   if (isa > detected_isa()) {
@@ -163,6 +194,14 @@ const int kRegistered = [] {
         ->ArgNames({"n_out"})
         ->Arg(5632)
         ->Arg(128)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  for (DType t : test::computable_types())
+    benchmark::RegisterBenchmark(("BM_MatmulStreamed/" + std::string(dtype_name(t))).c_str(), BM_MatmulStreamed, t)
+        ->ArgNames({"n_out"})
+        ->Arg(5632)
+        ->Arg(2048)
+        ->Arg(256)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
   for (DType t : {DType::q4_0, DType::q8_0, DType::f16, DType::bf16}) {

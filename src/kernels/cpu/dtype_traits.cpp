@@ -27,7 +27,7 @@ constexpr CpuTypeTraits kTable[] = {
      .gemm_avx512 = &qgemm_f16_avx512, .load_packing = &qgemm_f16_pairs_avx512},
     {.type = DType::q4_0, .to_float_ref = dequantize_q4_0_ref, .to_float_avx2 = dequantize_q4_0_avx2,
      .from_float = quantize_row_q4_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q4_0_ref,
-     .dot_avx2 = qdot_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512,
+     .dot_avx2 = qdot_q4_0_avx2, .dot_rows_avx2 = qdot_rows_q4_0_avx2, .gemm_avx512 = &qgemm_q4_0_avx512,
      .load_packing = &qgemm_q4_0_avx512},
     {.type = DType::q4_1, .to_float_ref = dequantize_q4_1_ref, .to_float_avx2 = dequantize_q4_1_avx2,
      .from_float = quantize_row_q4_1_ref, .vec_dot_type = DType::q8_1, .dot_ref = qdot_q4_1_ref, .dot_avx2 = qdot_q4_1_avx2, .dot_rows_avx512 = qdot_rows_q4_1_avx512,

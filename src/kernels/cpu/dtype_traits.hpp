@@ -62,7 +62,8 @@ struct CpuTypeTraits {
   QDotFn dot_ref;                        // nullptr for F32 (kernels/cpu/dot.hpp) and Q8_1, Q8_K
   QDotFn dot_avx2;                       // bit-identical to dot_ref
   QDotFn dot_avx512 = nullptr;           // bit-identical to dot_ref; nullptr: dot_avx2 serves AVX-512
-  QDotRowsFn dot_rows_avx512 = nullptr;  // several weight rows against one activation row (decode)
+  QDotRowsFn dot_rows_avx2 = nullptr;    // several weight rows against one activation row (decode)
+  QDotRowsFn dot_rows_avx512 = nullptr;
   const QGemmKernel* gemm_avx2;          // tiled kernels (kernels/cpu/qgemm.hpp), nullptr: none
   const QGemmKernel* gemm_avx512;
   // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
@@ -76,7 +77,10 @@ struct CpuTypeTraits {
     return isa >= CpuIsa::avx2 ? dot_avx2 : dot_ref;
   }
   // The several-rows kernel for an ISA, or nullptr.
-  QDotRowsFn dot_rows(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx512 ? dot_rows_avx512 : nullptr; }
+  QDotRowsFn dot_rows(CpuIsa isa) const noexcept {
+    if (isa >= CpuIsa::avx512 && dot_rows_avx512) return dot_rows_avx512;
+    return isa >= CpuIsa::avx2 ? dot_rows_avx2 : nullptr;
+  }
   // The best tiled kernel the ISA runs (an AVX-512 one where the type has it, else AVX2), or nullptr.
   const QGemmKernel* gemm(CpuIsa isa) const noexcept {
     if (isa >= CpuIsa::avx512 && gemm_avx512) return gemm_avx512;

@@ -183,6 +183,38 @@ struct Q4_0 {
   }
 };
 
+// Q4_0, decode: W weight rows (W <= 4) against one activation row, the rows' chains side by side
+// in the lanes of one vector, each lane the same fma per block as Q4_0::tile's lane (dw * da
+// commutes). One row's chain alone is one dependent fma a block: 11.8 GB/s of Q4_0 weights with
+// two threads on an Intel Xeon VM, from L3.
+template <int W>
+void q4_0_rows(const uint8_t* w, int64_t ws, const BlockQ8_0* ab, int64_t n, float* y) {
+  const BlockQ4_0* row[W];
+  for (int j = 0; j < W; ++j) row[j] = reinterpret_cast<const BlockQ4_0*>(w + j * ws);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    if (i % 4 == 0)
+      // The same blocks of the rows one pass (W rows) ahead into L1, and two passes ahead into
+      // L2 (hints: the arithmetic is unchanged).
+      for (int j = 0; j < W; ++j) {
+        const char* next = reinterpret_cast<const char*>(row[j] + i) + W * ws;
+        _mm_prefetch(next, _MM_HINT_T0);
+        _mm_prefetch(next + 4 * sizeof(BlockQ4_0) - 1, _MM_HINT_T0);
+        _mm_prefetch(next + W * ws, _MM_HINT_T1);
+        _mm_prefetch(next + W * ws + 4 * sizeof(BlockQ4_0) - 1, _MM_HINT_T1);
+      }
+    const __m256i aq = load32(ab[i].qs);
+    __m256i dots[W];
+    for (int j = 0; j < W; ++j) {
+      const __m256i q = quants(row[j][i]);
+      dots[j] = lane_dots_signed(_mm256_sign_epi8(q, q), q, aq);
+    }
+    const __m128 dw = float_lanes<W>([&](int j) { return half(row[j][i].d); });
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsums<W>(dots)), _mm_mul_ps(dw, _mm_set1_ps(half(ab[i].d))), acc);
+  }
+  store_rows<W>(acc, y, 1);
+}
+
 // ---- K-quants: a super-block unpacked to 8 vectors of 32 unsigned quants in element order ----
 
 struct KBlock {
@@ -392,6 +424,18 @@ void qdot_q5_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64
 }
 void qdot_q4_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
   rows<Q4_0>(w, a, as, n_a, n, y, ys);
+}
+void qdot_rows_q4_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const BlockQ8_0*>(a);
+  int64_t j = 0;
+  for (; j + 4 <= n_w; j += 4) q4_0_rows<4>(wb + j * ws, ws, ab, n, y + j);
+  switch (n_w - j) {
+    case 3: return q4_0_rows<3>(wb + j * ws, ws, ab, n, y + j);
+    case 2: return q4_0_rows<2>(wb + j * ws, ws, ab, n, y + j);
+    case 1: return q4_0_rows<1>(wb + j * ws, ws, ab, n, y + j);
+    default: return;
+  }
 }
 void qdot_q4_1_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
   rows<Lanes<BlockQ4_1, BlockQ8_1>>(w, a, as, n_a, n, y, ys);

@@ -408,8 +408,66 @@ struct Half {
   }
 };
 
+// F16 / BF16, decode: W weight rows against one activation row, each row's chain the one-row
+// tile's (lane k: elements k, k + 8, ... in order, then lane_tree), the W chains side by side.
+// One row's chain alone waits 4 cycles on its fma every 8 elements: 14 GB/s of F16 weights with
+// two threads on an Intel Xeon VM.
+template <bool kBf16, int W>
+void half_rows(const uint8_t* w, int64_t ws, const uint16_t* a, int64_t n, float* y) {
+  using H = Half<kBf16>;
+  const uint16_t* row[W];
+  for (int j = 0; j < W; ++j) row[j] = reinterpret_cast<const uint16_t*>(w + j * ws);
+  __m256 acc[W];
+  for (int j = 0; j < W; ++j) acc[j] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (i % 32 == 0)
+      // The same elements of the rows one pass (W rows) ahead into L1, two passes ahead into L2.
+      for (int j = 0; j < W; ++j) {
+        const char* next = reinterpret_cast<const char*>(row[j] + i) + W * ws;
+        _mm_prefetch(next, _MM_HINT_T0);
+        _mm_prefetch(next + 63, _MM_HINT_T0);
+        _mm_prefetch(next + W * ws, _MM_HINT_T1);
+        _mm_prefetch(next + W * ws + 63, _MM_HINT_T1);
+      }
+    const __m256 av = H::load8(a + i);
+    for (int j = 0; j < W; ++j) acc[j] = _mm256_fmadd_ps(H::load8(row[j] + i), av, acc[j]);
+  }
+  if (i < n) {
+    uint16_t at[8] = {};
+    std::memcpy(at, a + i, static_cast<size_t>(n - i) * 2);
+    const __m256 av = H::load8(at);
+    for (int j = 0; j < W; ++j) {
+      uint16_t wt[8] = {};
+      std::memcpy(wt, row[j] + i, static_cast<size_t>(n - i) * 2);
+      acc[j] = _mm256_fmadd_ps(H::load8(wt), av, acc[j]);
+    }
+  }
+  for (int j = 0; j < W; ++j) y[j] = lane_tree(acc[j]);
+}
+
+template <bool kBf16>
+void half_rows(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ah = static_cast<const uint16_t*>(a);
+  int64_t j = 0;
+  for (; j + 4 <= n_w; j += 4) half_rows<kBf16, 4>(wb + j * ws, ws, ah, n, y + j);
+  switch (n_w - j) {
+    case 3: return half_rows<kBf16, 3>(wb + j * ws, ws, ah, n, y + j);
+    case 2: return half_rows<kBf16, 2>(wb + j * ws, ws, ah, n, y + j);
+    case 1: return half_rows<kBf16, 1>(wb + j * ws, ws, ah, n, y + j);
+    default: return;
+  }
+}
+
 }  // namespace
 
+void qdot_rows_f16_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+  half_rows<false>(w, ws, n_w, a, n, y);
+}
+void qdot_rows_bf16_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+  half_rows<true>(w, ws, n_w, a, n, y);
+}
 void qdot_f16_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
   rows<Half<false>>(w, a, as, n_a, n, y, ys);
 }

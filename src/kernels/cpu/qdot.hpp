@@ -108,8 +108,12 @@ QDotKernel qdot_q6_k_avx2;
 // Several rows at once (kernels/cpu/qdot_rows_avx512.cpp; CpuIsa::avx512) for the legacy types
 // read in place, whose one-row kernels spend too many instructions a block to keep up with memory.
 QDotRowsKernel qdot_rows_q8_0_avx512;
-// And for CpuIsa::avx2 (kernels/cpu/qdot_avx2.cpp), where Q4_0, F16 and BF16 are read in place:
-// one row's chain alone waits on its fma every block (every 8 elements).
+// And for CpuIsa::avx2 (kernels/cpu/qdot_avx2.cpp), where these types are read in place: one
+// row's chain alone waits on its fma every block (every 8 elements).
+QDotRowsKernel qdot_rows_q8_0_avx2;
+QDotRowsKernel qdot_rows_q5_0_avx2;
+QDotRowsKernel qdot_rows_q4_1_avx2;
+QDotRowsKernel qdot_rows_q5_1_avx2;
 QDotRowsKernel qdot_rows_q4_0_avx2;
 QDotRowsKernel qdot_rows_f16_avx2;
 QDotRowsKernel qdot_rows_bf16_avx2;

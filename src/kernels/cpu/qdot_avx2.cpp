@@ -136,6 +136,18 @@ inline __m256i lane_dots_unsigned(__m256i q, __m256i a) {
 // tokens/s on the TinyLlama shape (9.3 GB/s, two threads; llama.cpp 14.1); 512 bytes ahead 17.2,
 // 1024 19.9, 2048 21.5, 4096 21.1.
 constexpr int kPrefetchBytes = 2048;
+// And how far ahead into L2 only, as the AVX-512 decode tiles do (kernels/cpu/qgemm_avx512_util.hpp).
+constexpr int kL2PrefetchBytes = 8192;
+
+// Prefetches the `bytes` (at most 192) from p, kPrefetchBytes ahead into L1 and kL2PrefetchBytes
+// ahead into L2 (hints: the arithmetic is unchanged).
+inline void prefetch_block(const void* p, int bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int o = 0; o < bytes; o += 64) {
+    _mm_prefetch(c + kPrefetchBytes + o, _MM_HINT_T0);
+    _mm_prefetch(c + kL2PrefetchBytes + o, _MM_HINT_T1);
+  }
+}
 
 template <class Block, class Act>
 struct Lanes {
@@ -284,8 +296,7 @@ struct KBlock {
   __m256i q[8];       // elements 32v..32v+31, offsets not applied (0..63)
   __m256i scales[8];  // 16-bit sub-block scales for each vector's elements
   __m256i sc16;       // per 16 elements (one bsum each): the sub-block scale (Q3_K, Q6_K)
-  __m256i m16;        // per 16 elements: the sub-block min (Q2_K, Q5_K)
-  int m[8];           // Q4_K's sub-block mins
+  __m256i m16;        // per 16 elements: the sub-block min (Q2_K, Q4_K, Q5_K)
 };
 
 // Per-128-bit-lane scales: the low 16 elements of a vector are sub-block s, the high 16 s + 1.
@@ -332,13 +343,28 @@ void unpack(const BlockQ3_K& b, KBlock& k) {
   }
   k.sc16 = per16(sc, 16);
 }
+// The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (kquant_scale_min) four at a time,
+// as 32-bit words of bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
+// scales 4-7 the low nibbles of bytes 8-11 with the top 2 bits of bytes 0-3 above them, mins 4-7
+// the high nibbles with the top 2 bits of bytes 4-7. (A byte at a time, with each row's minima
+// repeated through the stack, this unpacking bounded the AVX2 Q4_K decode at 8 GB/s.)
+struct ScaleWords {
+  uint32_t sc[2], m[2];
+};
+inline ScaleWords scale_words(const uint8_t* s) {
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  return {{w[0] & 0x3F3F3F3Fu, (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 6) & 0x03030303u) << 4},
+          {w[1] & 0x3F3F3F3Fu, ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 6) & 0x03030303u) << 4}};
+}
 template <class Block>
 void unpack_q45k(const Block& b, const uint8_t* qh, KBlock& k) {
-  int sc[8];
-  for (int j = 0; j < 8; ++j) {
-    const ScaleMin sm = kquant_scale_min(b.scales, j);
-    sc[j] = sm.sc, k.m[j] = sm.m;
-  }
+  const ScaleWords sw = scale_words(b.scales);
+  uint8_t sc[8];
+  std::memcpy(sc, sw.sc, 8);
+  // Each min once per 16 elements (two bsums a sub-block of 32).
+  const __m128i m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sw.m[0] | uint64_t{sw.m[1]} << 32)));
+  k.m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
   const __m256i high = qh ? load32(qh) : _mm256_setzero_si256();
   for (int v = 0; v < 8; ++v) {
     const __m256i packed = load32(b.qs + 32 * (v / 2));
@@ -346,7 +372,6 @@ void unpack_q45k(const Block& b, const uint8_t* qh, KBlock& k) {
     k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(high, v, 1), 4));
     k.scales[v] = _mm256_set1_epi16(static_cast<short>(sc[v]));
   }
-  k.m16 = per16(k.m, 32);
 }
 void unpack(const BlockQ4_K& b, KBlock& k) { unpack_q45k(b, nullptr, k); }
 void unpack(const BlockQ5_K& b, KBlock& k) { unpack_q45k(b, b.qh, k); }
@@ -381,6 +406,7 @@ struct Tiled {
     __m128 acc = _mm_setzero_ps();
     KBlock k;
     for (int64_t i = 0; i < n / kQKK; ++i) {
+      prefetch_block(wb + i, sizeof(Block));
       unpack(wb[i], k);
       __m256i sums[R], mins[R];
       for (int r = 0; r < R; ++r) {
@@ -407,6 +433,7 @@ struct Q4_K {
     __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
     KBlock k;
     for (int64_t i = 0; i < n / kQKK; ++i) {
+      prefetch_block(wb + i, sizeof(BlockQ4_K));
       unpack(wb[i], k);
       const __m128 da = act_scales<R>(a, as, i);
       const __m128 dd = _mm_mul_ps(_mm_set1_ps(half(wb[i].d)), da);

@@ -81,6 +81,25 @@ void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
                  " rows=" + std::to_string(n_rows) + " " + isa_name(isa) + " threads=" + std::to_string(pool().size()));
 }
 
+// Times one x row through `weights` (n_out x n_in, all alike) used in turn; weight_GBps counts
+// `bytes` a call.
+void time_decode(benchmark::State& state, DType t, const std::vector<TensorView>& weights, size_t bytes,
+                 const std::string& label) {
+  const int64_t n_in = weights[0].shape[0], n_out = weights[0].shape[1];
+  const auto x = test::random_floats(static_cast<size_t>(n_in), 2);
+  std::vector<float> y(static_cast<size_t>(n_out));
+  size_t next = 0;
+  for (auto _ : state) {
+    matmul(weights[next], x.data(), 1, n_in, y.data(), n_out, pool());
+    next = (next + 1) % weights.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) + label +
+                 (weights[0].layout == Layout::cpu_packed ? " packed" : " copied") + " threads=" + std::to_string(pool().size()));
+}
+
 // Decode (one x row) on weights as the CPU backend holds them at load: repacked for its tiles,
 // or copied, on huge pages. n_out 5632 x n_in 2048 (6.5 MB of Q4_0 and more) runs past L2, but a
 // large L3 may still hold it (480 MB on the Intel Xeon VM of docs/benchmarks.md): generation
@@ -97,18 +116,7 @@ void BM_MatmulLoaded(benchmark::State& state, DType t) {
     const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, files.back().data());
     weights.push_back(*backend.prepare_weight(w, Backend::WeightSource::released));
   }
-  const auto x = test::random_floats(static_cast<size_t>(n_in), 2);
-  std::vector<float> y(static_cast<size_t>(n_out));
-  size_t next = 0;
-  for (auto _ : state) {
-    matmul(weights[next], x.data(), 1, n_in, y.data(), n_out, pool());
-    next = (next + 1) % weights.size();
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.counters["weight_GBps"] = benchmark::Counter(static_cast<double>(files[0].size()) / 1e9,
-                                                     benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) +
-                 (weights[0].layout == Layout::cpu_packed ? " packed" : " copied") + " threads=" + std::to_string(pool().size()));
+  time_decode(state, t, weights, files[0].size(), "");
 }
 
 // The same decode from memory: enough copies of the weight (n_out 5632, 2048 or 256: TinyLlama's
@@ -126,19 +134,7 @@ void BM_MatmulStreamed(benchmark::State& state, DType t) {
     const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, f.data());
     weights.push_back(*backend.prepare_weight(w, Backend::WeightSource::released));
   }
-  const auto x = test::random_floats(static_cast<size_t>(n_in), 2);
-  std::vector<float> y(static_cast<size_t>(n_out));
-  size_t next = 0;
-  for (auto _ : state) {
-    matmul(weights[next], x.data(), 1, n_in, y.data(), n_out, pool());
-    next = (next + 1) % weights.size();
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.counters["weight_GBps"] =
-      benchmark::Counter(static_cast<double>(file.size()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) + " x" +
-                 std::to_string(copies) + (weights[0].layout == Layout::cpu_packed ? " packed" : " copied") +
-                 " threads=" + std::to_string(pool().size()));
+  time_decode(state, t, weights, file.size(), " x" + std::to_string(copies));
 }
 
 void BM_Dequantize(benchmark::State& state, DType t) {

@@ -176,9 +176,23 @@ struct Lanes {
   }
 };
 
+// For the several-row decode kernels below, whose W rows lie ws bytes apart: the `bytes` at p
+// (row 0's position) of each of the W rows one pass (W rows) ahead into L1, and two passes ahead
+// into L2 (hints: the arithmetic is unchanged).
+template <int W>
+inline void prefetch_passes_ahead(const void* p, int64_t ws, int64_t bytes) {
+  for (int j = 0; j < W; ++j) {
+    const char* next = static_cast<const char*>(p) + (W + j) * ws;
+    _mm_prefetch(next, _MM_HINT_T0);
+    _mm_prefetch(next + bytes - 1, _MM_HINT_T0);
+    _mm_prefetch(next + W * ws, _MM_HINT_T1);
+    _mm_prefetch(next + W * ws + bytes - 1, _MM_HINT_T1);
+  }
+}
+
 // The same, decode: W weight rows against one activation row, each row's chains Lanes::tile's,
 // the W rows' side by side (one row's alone waits on its fma every block: 14-24 GB/s of weights
-// with two threads on an Intel Xeon VM). The rows one and two passes ahead are prefetched.
+// with two threads on an Intel Xeon VM).
 template <class Block, class Act, int W>
 void lanes_rows(const uint8_t* w, int64_t ws, const Act* ab, int64_t n, float* y) {
   constexpr bool kMin = Lanes<Block, Act>::kMin;
@@ -188,14 +202,7 @@ void lanes_rows(const uint8_t* w, int64_t ws, const Act* ab, int64_t n, float* y
   float mins[W];
   for (int j = 0; j < W; ++j) acc[j] = _mm256_setzero_ps(), mins[j] = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    if (i % 2 == 0)
-      for (int j = 0; j < W; ++j) {
-        const char* next = reinterpret_cast<const char*>(row[j] + i) + W * ws;
-        _mm_prefetch(next, _MM_HINT_T0);
-        _mm_prefetch(next + 2 * sizeof(Block) - 1, _MM_HINT_T0);
-        _mm_prefetch(next + W * ws, _MM_HINT_T1);
-        _mm_prefetch(next + W * ws + 2 * sizeof(Block) - 1, _MM_HINT_T1);
-      }
+    if (i % 2 == 0) prefetch_passes_ahead<W>(row[0] + i, ws, 2 * sizeof(Block));
     const __m256i aq = load32(ab[i].qs);
     const float da = half(ab[i].d);
     for (int j = 0; j < W; ++j) {
@@ -262,16 +269,7 @@ void q4_0_rows(const uint8_t* w, int64_t ws, const BlockQ8_0* ab, int64_t n, flo
   for (int j = 0; j < W; ++j) row[j] = reinterpret_cast<const BlockQ4_0*>(w + j * ws);
   __m128 acc = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    if (i % 4 == 0)
-      // The same blocks of the rows one pass (W rows) ahead into L1, and two passes ahead into
-      // L2 (hints: the arithmetic is unchanged).
-      for (int j = 0; j < W; ++j) {
-        const char* next = reinterpret_cast<const char*>(row[j] + i) + W * ws;
-        _mm_prefetch(next, _MM_HINT_T0);
-        _mm_prefetch(next + 4 * sizeof(BlockQ4_0) - 1, _MM_HINT_T0);
-        _mm_prefetch(next + W * ws, _MM_HINT_T1);
-        _mm_prefetch(next + W * ws + 4 * sizeof(BlockQ4_0) - 1, _MM_HINT_T1);
-      }
+    if (i % 4 == 0) prefetch_passes_ahead<W>(row[0] + i, ws, 4 * sizeof(BlockQ4_0));
     const __m256i aq = load32(ab[i].qs);
     __m256i dots[W];
     for (int j = 0; j < W; ++j) {
@@ -511,15 +509,7 @@ void half_rows(const uint8_t* w, int64_t ws, const uint16_t* a, int64_t n, float
   for (int j = 0; j < W; ++j) acc[j] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    if (i % 32 == 0)
-      // The same elements of the rows one pass (W rows) ahead into L1, two passes ahead into L2.
-      for (int j = 0; j < W; ++j) {
-        const char* next = reinterpret_cast<const char*>(row[j] + i) + W * ws;
-        _mm_prefetch(next, _MM_HINT_T0);
-        _mm_prefetch(next + 63, _MM_HINT_T0);
-        _mm_prefetch(next + W * ws, _MM_HINT_T1);
-        _mm_prefetch(next + W * ws + 63, _MM_HINT_T1);
-      }
+    if (i % 32 == 0) prefetch_passes_ahead<W>(row[0] + i, ws, 64);
     const __m256 av = H::load8(a + i);
     for (int j = 0; j < W; ++j) acc[j] = _mm256_fmadd_ps(H::load8(row[j] + i), av, acc[j]);
   }

@@ -183,35 +183,40 @@ TEST_CASE("a kernel given several activation rows returns each row's single-row 
 }
 
 TEST_CASE("the several-rows decode kernels equal the scalar one-row dot bit for bit", "[qdot]") {
-  // n_w 1 to 9: the four-row and two-row passes and the one-row tail; scales over the whole F16
-  // range on half the draws.
-  int kernels = 0;
-  for (DType t : qdot_types()) {
-    const QDotRowsFn rows = cpu_type_traits(t)->dot_rows(detected_isa());
-    if (!rows) continue;
-    ++kernels;
-    for (int64_t n : {int64_t{32}, int64_t{32 * 9}, int64_t{2048}}) {
-      for (uint64_t seed = 1; seed <= 6; ++seed) {
-        const int64_t n_w = 9;
-        const auto w = random_weights(t, n_w, n, 11 * seed + static_cast<uint64_t>(t), seed % 2 ? kTypicalScale : kAnyFiniteHalf);
-        const auto ws = static_cast<int64_t>(w.size()) / n_w;
-        const auto a = prepare(t, test::activation_floats(n, seed));
-        for (int64_t count = 1; count <= n_w; ++count) {
-          std::vector<float> y(static_cast<size_t>(count + 1), -1.0f);
-          rows(w.data(), ws, count, a.data(), n, y.data());
-          for (int64_t j = 0; j < count; ++j) {
-            const float ref = qdot(cpu_type_traits(t)->dot_ref, w.data() + j * ws, a.data(), n);
-            INFO(dtype_name(t) << " n " << n << " seed " << seed << " rows " << count << " row " << j);
-            if (std::isnan(ref)) {
-              REQUIRE(std::isnan(y[static_cast<size_t>(j)]));
-            } else {
-              REQUIRE(f32_bits(y[static_cast<size_t>(j)]) == f32_bits(ref));
+  // Every ISA the CPU runs; n_w 1 to 9: the four-row and two-row passes and the tails; scales over
+  // the whole F16 range on half the draws.
+  for (CpuIsa isa : supported_isas()) {
+    int kernels = 0;
+    for (DType t : qdot_types()) {
+      const QDotRowsFn rows = cpu_type_traits(t)->dot_rows(isa);
+      if (!rows) continue;
+      ++kernels;
+      for (int64_t n : {int64_t{32}, int64_t{32 * 9}, int64_t{2048}}) {
+        for (uint64_t seed = 1; seed <= 6; ++seed) {
+          const int64_t n_w = 9;
+          const auto w = random_weights(t, n_w, n, 11 * seed + static_cast<uint64_t>(t), seed % 2 ? kTypicalScale : kAnyFiniteHalf);
+          const auto ws = static_cast<int64_t>(w.size()) / n_w;
+          const auto a = prepare(t, test::activation_floats(n, seed));
+          for (int64_t count = 1; count <= n_w; ++count) {
+            std::vector<float> y(static_cast<size_t>(count + 1), -1.0f);
+            rows(w.data(), ws, count, a.data(), n, y.data());
+            for (int64_t j = 0; j < count; ++j) {
+              const float ref = qdot(cpu_type_traits(t)->dot_ref, w.data() + j * ws, a.data(), n);
+              INFO(dtype_name(t) << " " << isa_name(isa) << " n " << n << " seed " << seed << " rows " << count << " row " << j);
+              if (std::isnan(ref)) {
+                REQUIRE(std::isnan(y[static_cast<size_t>(j)]));
+              } else {
+                REQUIRE(f32_bits(y[static_cast<size_t>(j)]) == f32_bits(ref));
+              }
             }
+            REQUIRE(y[static_cast<size_t>(count)] == -1.0f);
           }
-          REQUIRE(y[static_cast<size_t>(count)] == -1.0f);
         }
       }
     }
+    // AVX2: Q8_0, Q5_0, Q4_1, Q5_1, Q4_0, F16, BF16; AVX-512: its own for the first four, AVX2's
+    // for the other three.
+    INFO(isa_name(isa));
+    REQUIRE(kernels == (isa >= CpuIsa::avx2 ? 7 : 0));
   }
-  if (detected_isa() >= CpuIsa::avx512) REQUIRE(kernels == 4);  // Q8_0, Q5_0, Q4_1, Q5_1
 }

@@ -108,6 +108,9 @@ QDotKernel qdot_q6_k_avx2;
 // Several rows at once (kernels/cpu/qdot_rows_avx512.cpp; CpuIsa::avx512) for the legacy types
 // read in place, whose one-row kernels spend too many instructions a block to keep up with memory.
 QDotRowsKernel qdot_rows_q8_0_avx512;
+QDotRowsKernel qdot_rows_q5_0_avx512;
+QDotRowsKernel qdot_rows_q4_1_avx512;
+QDotRowsKernel qdot_rows_q5_1_avx512;
 // And for CpuIsa::avx2 (kernels/cpu/qdot_avx2.cpp), where these types are read in place: one
 // row's chain alone waits on its fma every block (every 8 elements).
 QDotRowsKernel qdot_rows_q8_0_avx2;
@@ -117,9 +120,6 @@ QDotRowsKernel qdot_rows_q5_1_avx2;
 QDotRowsKernel qdot_rows_q4_0_avx2;
 QDotRowsKernel qdot_rows_f16_avx2;
 QDotRowsKernel qdot_rows_bf16_avx2;
-QDotRowsKernel qdot_rows_q5_0_avx512;
-QDotRowsKernel qdot_rows_q4_1_avx512;
-QDotRowsKernel qdot_rows_q5_1_avx512;
 
 // INT8 with a scale per row (DType::i8_row; arithmetic in quant/int8_rows.hpp: an exact integer
 // sum, then float(Σ) * (sw * sa)); every variant gives the same bits. The _avx512 one needs

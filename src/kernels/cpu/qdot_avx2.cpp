@@ -320,14 +320,20 @@ inline __m256i scaled_sum(const KBlock& k, const int8_t* a) {
 // Σ coef16 * bsum over the 16 bsums, as 8 int32 lanes.
 inline __m256i bsum_lanes(__m256i coef16, const int16_t* bsums) { return _mm256_madd_epi16(load32(bsums), coef16); }
 
+// The 16 bytes at p widened to 16-bit lanes (unsigned, or signed for int8_t).
+inline __m256i widen16(const uint8_t* p) { return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
 void unpack(const BlockQ2_K& b, KBlock& k) {
-  int sc[16], m[16];
-  for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 0x0F, m[s] = b.scales[s] >> 4;
+  int sc[16];
+  for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 0x0F;
   for (int v = 0; v < 8; ++v) {
     k.q[v] = shifted_bits(load32(b.qs + 32 * (v / 4)), 2 * (v % 4), 3);
     k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
   }
-  k.m16 = per16(m, 16);
+  // The mins, the scale bytes' high nibbles, in registers (through the stack, per16 stalls the
+  // load on store forwarding).
+  k.m16 = _mm256_srli_epi16(widen16(b.scales), 4);
 }
 void unpack(const BlockQ3_K& b, KBlock& k) {
   int sc[16];
@@ -376,6 +382,7 @@ void unpack(const BlockQ5_K& b, KBlock& k) { unpack_q45k(b, b.qh, k); }
 void unpack(const BlockQ6_K& b, KBlock& k) {
   int sc[16];
   for (int s = 0; s < 16; ++s) sc[s] = b.scales[s];
+  k.sc16 = widen16(b.scales);
   for (int v = 0; v < 8; ++v) {
     // low 4 bits | high 2 bits << 4 (0..63); the offset 32 comes off through the bsums
     const int h = v / 4, j = v % 4;
@@ -384,7 +391,6 @@ void unpack(const BlockQ6_K& b, KBlock& k) {
     k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(load32(b.qh + 32 * h), 2 * j, 3), 4));
     k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
   }
-  k.sc16 = per16(sc, 16);
 }
 
 // The Q8_K scales of super-block i of rows r < R, in lanes.

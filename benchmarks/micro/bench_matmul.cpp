@@ -103,7 +103,8 @@ void time_decode(benchmark::State& state, DType t, const std::vector<TensorView>
 // Decode (one x row) on weights as the CPU backend holds them at load: repacked for its tiles,
 // or copied, on huge pages. n_out 5632 x n_in 2048 (6.5 MB of Q4_0 and more) runs past L2, but a
 // large L3 may still hold it (480 MB on the Intel Xeon VM of docs/benchmarks.md): generation
-// against memory is infer-bench's tg; n_out 128 stays in L2, which shows a kernel's own speed.
+// against memory is infer-bench's tg; n_out 512 and 128 stay in L2, which shows a kernel's own
+// speed (with INFER_THREADS=1, 512 with less of the per-call cost).
 void BM_MatmulLoaded(benchmark::State& state, DType t) {
   const int64_t n_in = 2048, n_out = state.range(0);
   // Copies of the large weight used in turn, so that none is still in L2 from the last call.
@@ -189,6 +190,7 @@ const int kRegistered = [] {
     benchmark::RegisterBenchmark(("BM_MatmulLoaded/" + std::string(dtype_name(t))).c_str(), BM_MatmulLoaded, t)
         ->ArgNames({"n_out"})
         ->Arg(5632)
+        ->Arg(512)
         ->Arg(128)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();

@@ -395,15 +395,20 @@ void k16_tile(const typename T::Packed* pk, int64_t count, const void* a, int64_
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const typename T::Packed& p = pk[i];
-    __m512i sum[R];
-    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    // One partial sum per k: four short chains instead of one of 16 dependent adds.
+    __m512i part[4][R];
+    for (int k = 0; k < 4; ++k)
+      for (int r = 0; r < R; ++r) part[k][r] = _mm512_setzero_si512();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         // Sub-blocks 8h + 2k + half for k = 0..3, each of chunks c = 4 half .. 4 half + 3.
         __m512i dot[4][R];
         for (int k = 0; k < 4; ++k)
           for (int r = 0; r < R; ++r)
             dot[k][r] = _mm512_set1_epi32(-T::kOffset * q8k_row(a, as, r)[i].bsums[8 * h + 2 * k + half]);
+#pragma GCC unroll 4
         for (int c = 4 * half; c < 4 * half + 4; ++c) {
           prefetch_part<R, 16>(&p, 8 * h + c);
           __m512i q[4];
@@ -419,21 +424,28 @@ void k16_tile(const typename T::Packed* pk, int64_t count, const void* a, int64_
             __m512i d = dot[k][r];
             if constexpr (T::kScaledQuants) d = _mm512_srai_epi32(d, 2 * k);
             if constexpr (T::kShortDots)
-              sum[r] = _mm512_dpwssd_epi32(sum[r], d, sc);
+              part[k][r] = _mm512_dpwssd_epi32(part[k][r], d, sc);
             else
-              sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(sc, d));
+              part[k][r] = _mm512_add_epi32(part[k][r], _mm512_mullo_epi32(sc, d));
           }
         }
       }
     }
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r)
+      sum[r] = _mm512_add_epi32(_mm512_add_epi32(part[0][r], part[1][r]), _mm512_add_epi32(part[2][r], part[3][r]));
     const __m512 dw = load_scales(p.d);
     if constexpr (T::kMin) {
-      __m512i m[R];
-      for (int r = 0; r < R; ++r) m[r] = _mm512_setzero_si512();
+      __m512i mp[2][R];
+      for (int e = 0; e < 2; ++e)
+        for (int r = 0; r < R; ++r) mp[e][r] = _mm512_setzero_si512();
       for (int s = 0; s < 16; ++s) {
         const __m512i ms = T::min(p, s);
-        for (int r = 0; r < R; ++r) m[r] = _mm512_dpwssd_epi32(m[r], ms, _mm512_set1_epi32(q8k_row(a, as, r)[i].bsums[s]));
+        for (int r = 0; r < R; ++r)
+          mp[s & 1][r] = _mm512_dpwssd_epi32(mp[s & 1][r], ms, _mm512_set1_epi32(q8k_row(a, as, r)[i].bsums[s]));
       }
+      __m512i m[R];
+      for (int r = 0; r < R; ++r) m[r] = _mm512_add_epi32(mp[0][r], mp[1][r]);
       const __m512 dmw = load_scales(p.dmin);
       for (int r = 0; r < R; ++r) {
         const __m512 res = _mm512_fnmadd_ps(dmw, _mm512_cvtepi32_ps(m[r]), _mm512_mul_ps(dw, _mm512_cvtepi32_ps(sum[r])));

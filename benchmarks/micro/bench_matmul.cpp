@@ -202,10 +202,10 @@ const int kRegistered = [] {
         ->Arg(256)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
-  for (DType t : {DType::q4_0, DType::q8_0, DType::f16, DType::bf16}) {
+  for (DType t : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k, DType::f16, DType::bf16}) {
     const bool half = t == DType::f16 || t == DType::bf16;
     // Float weights: also the step sizes of a prompt's prefill, where their tiles pay most.
-    const std::vector<int64_t> rows = half ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 128} : std::vector<int64_t>{1, 2, 4, 16, 32};
+    const std::vector<int64_t> rows = half ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 128} : std::vector<int64_t>{1, 2, 4, 8, 16, 32};
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
         ->ArgsProduct({{5632, 2048}, rows, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
         ->ArgNames({"n_out", "rows", "isa"})

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/aligned_buffer.hpp"
@@ -109,7 +110,7 @@ TEST_CASE("F16 / BF16 tile kernels equal the scalar qdot bit for bit for every g
   }
 }
 
-TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 their tile kernels from AVX2 up, Q4_0 / Q8_0 only on AVX-512",
+TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16, Q4_0 and the K-quants their tile kernels from AVX2 up, Q8_0 only on AVX-512",
           "[qgemm][dtype]") {
   const CpuTypeTraits& f16 = *cpu_type_traits(DType::f16);
   const CpuTypeTraits& bf16 = *cpu_type_traits(DType::bf16);
@@ -119,6 +120,20 @@ TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 their tile kernels from 
   REQUIRE(f16.gemm(CpuIsa::avx512) == &qgemm_f16_avx512);
   REQUIRE(bf16.gemm(CpuIsa::avx2) == &qgemm_bf16_avx2);
   REQUIRE(bf16.gemm(CpuIsa::avx512) == &qgemm_bf16_avx512);
-  REQUIRE(q4.gemm(CpuIsa::avx2) == nullptr);
+  REQUIRE(q4.gemm(CpuIsa::scalar) == nullptr);
+  REQUIRE(q4.gemm(CpuIsa::avx2) == &qgemm_q4_0_avx2);
   REQUIRE(q4.gemm(CpuIsa::avx512) == &qgemm_q4_0_avx512);
+  REQUIRE(cpu_type_traits(DType::q8_0)->gemm(CpuIsa::avx2) == nullptr);
+  const std::pair<DType, const QGemmKernel*> kquants[] = {{DType::q2_k, &qgemm_q2_k_avx2},
+                                                          {DType::q3_k, &qgemm_q3_k_avx2},
+                                                          {DType::q4_k, &qgemm_q4_k_avx2},
+                                                          {DType::q5_k, &qgemm_q5_k_avx2},
+                                                          {DType::q6_k, &qgemm_q6_k_avx2}};
+  for (const auto& [t, k] : kquants) {
+    INFO(dtype_name(t));
+    REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx2) == k);
+    REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx512) != k);
+    // Packed per call only: the CPU backend packs at load for the AVX-512 tiles alone.
+    REQUIRE(cpu_type_traits(t)->load_packing != k);
+  }
 }

@@ -7,14 +7,13 @@
 //  type        to_float    from_float         from_float_activation   vec_dot_type  dot       gemm
 //  F32         copy        copy               copy                    F32           dot.hpp   -
 //  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2, avx512
-//  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512
-//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
-//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512
-//  Q4_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx512
-//  Q5_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 -
-//  Q4_K, Q6_K  ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 avx512*
-//  Q2_K, Q3_K  ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 -
-//  Q5_K
+//  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512*
+//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2,
+//                                                                                             avx512*
+//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
+//  Q4_1, Q5_1  ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx512*
+//  Q2_K-Q6_K   ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 avx2,
+//                                                                                             avx512*
 //  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
 //  I8_ROW      ref         per-channel        per-token (int8_rows)   I8_ROW        ref, avx2 avx512
 //                                                                                   avx512
@@ -30,7 +29,8 @@
 //  I8_G64,                 (int8_groups)                                            avx512
 //  I8_G128
 //
-// (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512.)
+// (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512; the AVX2 tiles
+// pack per call.)
 //
 // from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
 // time conversion, model files); from_float_activation converts activation rows as llama.cpp's

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/kquant_avx2.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "quant/block_formats.hpp"
 
@@ -20,6 +21,7 @@ namespace infer {
 namespace {
 
 using namespace quant;
+using namespace avx2_kquant;
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -64,9 +66,6 @@ inline __m128 float_lanes(F f) {
   return _mm_setr_ps(f(0), R > 1 ? f(1) : 0.0f, R > 2 ? f(2) : 0.0f, R > 3 ? f(3) : 0.0f);
 }
 
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
-
 // 16 packed bytes -> 32 quants: low nibbles are elements 0-15, high nibbles 16-31.
 inline __m256i nibbles(const uint8_t* qs) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -82,11 +81,6 @@ inline __m256i bit_bytes(const uint8_t* p) {
       _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-}
-
-// (v >> shift) & mask in every byte (the 16-bit shift's spill into a byte's top bits is masked off).
-inline __m256i shifted_bits(__m256i v, int shift, int mask) {
-  return _mm256_and_si256(_mm256_srli_epi16(v, shift), bytes(mask));
 }
 
 // Activation block i of row r.
@@ -327,10 +321,8 @@ inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_
 void unpack(const BlockQ2_K& b, KBlock& k) {
   int sc[16];
   for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 0x0F;
-  for (int v = 0; v < 8; ++v) {
-    k.q[v] = shifted_bits(load32(b.qs + 32 * (v / 4)), 2 * (v % 4), 3);
-    k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
-  }
+  kquants(b, k.q);
+  for (int v = 0; v < 8; ++v) k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
   // The mins, the scale bytes' high nibbles, in registers (through the stack, per16 stalls the
   // load on store forwarding).
   k.m16 = _mm256_srli_epi16(widen16(b.scales), 4);
@@ -338,13 +330,8 @@ void unpack(const BlockQ2_K& b, KBlock& k) {
 void unpack(const BlockQ3_K& b, KBlock& k) {
   int sc[16];
   for (int s = 0; s < 16; ++s) sc[s] = q3k_scale(b.scales, s);
-  const __m256i hmask = load32(b.hmask);
-  for (int v = 0; v < 8; ++v) {
-    // low bits | high bit << 2 (0..7); the offset 4 comes off through the bsums
-    const __m256i low = shifted_bits(load32(b.qs + 32 * (v / 4)), 2 * (v % 4), 3);
-    k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(hmask, v, 1), 2));
-    k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
-  }
+  kquants(b, k.q);  // 0..7: the offset 4 comes off through the bsums
+  for (int v = 0; v < 8; ++v) k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
   k.sc16 = per16(sc, 16);
 }
 // The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (kquant_scale_min) four at a time,
@@ -362,35 +349,24 @@ inline ScaleWords scale_words(const uint8_t* s) {
           {w[1] & 0x3F3F3F3Fu, ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 6) & 0x03030303u) << 4}};
 }
 template <class Block>
-void unpack_q45k(const Block& b, const uint8_t* qh, KBlock& k) {
+void unpack_q45k(const Block& b, KBlock& k) {
   const ScaleWords sw = scale_words(b.scales);
   uint8_t sc[8];
   std::memcpy(sc, sw.sc, 8);
   // Each min once per 16 elements (two bsums a sub-block of 32).
   const __m128i m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sw.m[0] | uint64_t{sw.m[1]} << 32)));
   k.m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
-  const __m256i high = qh ? load32(qh) : _mm256_setzero_si256();
-  for (int v = 0; v < 8; ++v) {
-    const __m256i packed = load32(b.qs + 32 * (v / 2));
-    const __m256i low = v % 2 ? shifted_bits(packed, 4, 0x0F) : _mm256_and_si256(packed, bytes(0x0F));
-    k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(high, v, 1), 4));
-    k.scales[v] = _mm256_set1_epi16(static_cast<short>(sc[v]));
-  }
+  kquants(b, k.q);
+  for (int v = 0; v < 8; ++v) k.scales[v] = _mm256_set1_epi16(static_cast<short>(sc[v]));
 }
-void unpack(const BlockQ4_K& b, KBlock& k) { unpack_q45k(b, nullptr, k); }
-void unpack(const BlockQ5_K& b, KBlock& k) { unpack_q45k(b, b.qh, k); }
+void unpack(const BlockQ4_K& b, KBlock& k) { unpack_q45k(b, k); }
+void unpack(const BlockQ5_K& b, KBlock& k) { unpack_q45k(b, k); }
 void unpack(const BlockQ6_K& b, KBlock& k) {
   int sc[16];
   for (int s = 0; s < 16; ++s) sc[s] = b.scales[s];
   k.sc16 = widen16(b.scales);
-  for (int v = 0; v < 8; ++v) {
-    // low 4 bits | high 2 bits << 4 (0..63); the offset 32 comes off through the bsums
-    const int h = v / 4, j = v % 4;
-    const __m256i ql = load32(b.ql + 64 * h + 32 * (j % 2));
-    const __m256i low = j < 2 ? _mm256_and_si256(ql, bytes(0x0F)) : shifted_bits(ql, 4, 0x0F);
-    k.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(shifted_bits(load32(b.qh + 32 * h), 2 * j, 3), 4));
-    k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
-  }
+  kquants(b, k.q);  // 0..63: the offset 32 comes off through the bsums
+  for (int v = 0; v < 8; ++v) k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
 }
 
 // The Q8_K scales of super-block i of rows r < R, in lanes.

@@ -44,7 +44,7 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::q8_0, .to_float_ref = dequantize_q8_0_ref, .to_float_avx2 = dequantize_q8_0_avx2,
      .from_float = quantize_row_q8_0_ref, .from_float_activation = quantize_activations_q8_0,
      .vec_dot_type = DType::q8_0, .dot_ref = qdot_q8_0_ref, .dot_avx2 = qdot_q8_0_avx2, .dot_rows_avx2 = qdot_rows_q8_0_avx2,
-     .dot_rows_avx512 = qdot_rows_q8_0_avx512, .gemm_avx512 = &qgemm_q8_0_avx512,
+     .dot_rows_avx512 = qdot_rows_q8_0_avx512, .gemm_avx2 = &qgemm_q8_0_avx2, .gemm_avx512 = &qgemm_q8_0_avx512,
      .load_packing = &qgemm_q8_0_lanes_avx512},
     {.type = DType::q8_1, .from_float_activation = quantize_activations_q8_1, .vec_dot_type = DType::q8_1},
     {.type = DType::q2_k, .to_float_ref = dequantize_q2_k_ref, .to_float_avx2 = dequantize_q2_k_avx2,

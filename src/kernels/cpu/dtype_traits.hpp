@@ -7,7 +7,8 @@
 //  type        to_float    from_float         from_float_activation   vec_dot_type  dot       gemm
 //  F32         copy        copy               copy                    F32           dot.hpp   -
 //  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2, avx512
-//  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx512*
+//  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx2,
+//                                                                                             avx512*
 //  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2,
 //                                                                                             avx512*
 //  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*

@@ -23,8 +23,8 @@
 // at no cost in memory; unpack() restores any row, for the embedding and for the kernels of lower
 // ISAs. Kernels that pack per call only may take more room in scratch: F16 / BF16 into F32 (twice
 // the bytes), Q8_0 / Q5_0 / Q4_1 / Q5_1 with each pair's scales as floats, the AVX2 K-quant
-// kernels with the quants decoded to bytes (2848 bytes per super-block of 8 rows); INT4 and FP8
-// copy the rows as they are.
+// kernels with the quants decoded to bytes (2848 bytes per super-block of 8 rows) and the AVX2
+// Q8_0 kernel widened to 16 bits; INT4 and FP8 copy the rows as they are.
 #pragma once
 
 #include <cstdint>
@@ -92,9 +92,11 @@ extern const QGemmKernel qgemm_f8_w8a8_avx512;
 // INT8 rows against F32 activations (W8A16, DType::i8_w8a16): the same tiles, qdot_fp8_avx512.cpp.
 extern const QGemmKernel qgemm_i8_w8a16_avx512;
 
-// AVX2 kernels for quantized types (qgemm_avx2.cpp): 8 weight rows in the int32 lanes, packed
-// per call. Use when the CPU has AVX2, FMA and F16C.
+// AVX2 kernels for quantized types (qgemm_avx2.cpp), packed per call: Q4_0 and the K-quants with
+// 8 weight rows in the int32 lanes, Q8_0 with 2 x 4 register tiles of 8-lane chains. Use when the
+// CPU has AVX2, FMA and F16C.
 extern const QGemmKernel qgemm_q4_0_avx2;
+extern const QGemmKernel qgemm_q8_0_avx2;
 extern const QGemmKernel qgemm_q2_k_avx2;
 extern const QGemmKernel qgemm_q3_k_avx2;
 extern const QGemmKernel qgemm_q4_k_avx2;

@@ -1,10 +1,11 @@
-// AVX2 tile kernels for the quantized types (interface and the bit-identity argument in
-// qgemm.hpp), for CPUs without AVX-512: the 8 weight rows of a group sit in the 8 int32 lanes of
-// a ymm, as the AVX-512 tiles hold 16 (qgemm_avx512.cpp). An activation row's 4 quants are
-// broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4 unsigned weight
-// quants of each lane into two 16-bit pair sums, which add up in 16 bits over a block and are
-// widened once (vpmaddwd by ones). Weights are packed per call (matmul.cpp's scratch), never at
-// load: the decode kernels below AVX-512 read the file's rows.
+// AVX2 tile kernels for Q4_0, Q8_0 and the K-quants (interface and the bit-identity argument in
+// qgemm.hpp), for CPUs without AVX-512. Q4_0 and the K-quants put the 8 weight rows of a group in
+// the 8 int32 lanes of a ymm, as the AVX-512 tiles put 16 (qgemm_avx512.cpp): an activation row's
+// 4 quants are broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4
+// unsigned weight quants of each lane into two 16-bit pair sums, which add up in 16 bits and are
+// widened once by vpmaddwd. Q8_0's order needs 8 lanes per pair: register tiles (below).
+// Weights are packed per call (matmul.cpp's scratch), never at load: the decode kernels below
+// AVX-512 read the file's rows.
 #include <immintrin.h>
 
 #include <cassert>
@@ -27,6 +28,12 @@ constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lan
 constexpr int64_t kKQuantMinRows = 8;
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the reference's tree over a chain's 8 lanes.
+inline float lane_tree(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
 inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
 inline int32_t load_i32(const void* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
@@ -170,6 +177,100 @@ void q4_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
     out[i].d = pk[i].d[j];
     for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
   }
+}
+
+// ---- Q8_0: 8 float lanes per (weight row, activation row), tinyBLAS's order ----
+//
+// Lane p of a pair's chain sums elements 4p..4p+3 of each block (qdot.hpp), so the rows cannot
+// share a vector: a tile holds 2 weight rows by up to 4 activation rows, one ymm chain each. The
+// quants are widened to 16 bits once (weights when packed, activations with the side data), in
+// two halves: lo holds bytes 0 and 2 of each 4-byte lane, hi bytes 1 and 3, so two vpmaddwd and
+// one add give each lane its 4 products' sum exactly (where the sign trick's vpsignb, vpmaddubsw
+// and vpmaddwd take three operations on the ports that also convert and multiply). The order
+// still costs a conversion, a multiply and an fma per pair and block: against the dots taking 4
+// activation rows a pass, one thread, 2048 x 2048, ms: 16 rows level (2.90 / 2.88), 32 rows 5.81
+// -> 5.30; from 16 rows (the packing loses below: 8 rows 1.48 -> 1.69). (The float's magic bits
+// instead of vcvtdq2ps measured slower.)
+//
+// Packed group, per block i (768 bytes): per row j, lo and hi (i16[16] each), then dW as 8 equal
+// floats (the products dW * dA in one multiply from memory).
+// Side data of an activation row: per block lo and hi (64 bytes), then dA per block (f32).
+struct Q8Packed {
+  int16_t q[kRows][2][16];
+  float d[kRows][8];
+};
+static_assert(sizeof(Q8Packed) == 768);
+
+inline void widen_halves(__m256i x, int16_t* lo, int16_t* hi) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm256_srai_epi16(x, 8));
+}
+
+int64_t q8_side_bytes(int64_t n) noexcept { return round64(n / kQK * 68); }
+
+void q8_prepare_side(const void* a, void* side, int64_t n) noexcept {
+  const auto* ab = static_cast<const BlockQ8_0*>(a);
+  auto* q = static_cast<int16_t*>(side);
+  auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(side) + n / kQK * 64);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    widen_halves(load256(ab[i].qs), q + 32 * i, q + 32 * i + 16);
+    d[i] = half(ab[i].d);
+  }
+}
+
+int64_t q8_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8Packed)); }
+
+void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kRows && n % kQK == 0);
+  const auto* base = static_cast<const uint8_t*>(w);
+  auto* out = static_cast<Q8Packed*>(packed);
+  for (int64_t j = 0; j < kRows; ++j) {
+    // Rows past count repeat the last row, with scale 0.
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(base + std::min(j, count - 1) * ws);
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      widen_halves(load256(row[i].qs), out[i].q[j][0], out[i].q[j][1]);
+      _mm256_storeu_ps(out[i].d[j], _mm256_set1_ps(j < count ? half(row[i].d) : 0.0f));
+    }
+  }
+}
+
+// Weight rows j0, j0 + 1 of a packed group against R activation rows: lane p of s[k][r] is the
+// pair's chain, s = fma(dW * dA, I_p, s) per block; then the reference's tree.
+template <int R>
+void q8_tile(const Q8Packed* pk, int64_t j0, const uint8_t* side, int64_t ss, int64_t n, float* y, int64_t ys) {
+  const int64_t nb = n / kQK;
+  __m256 s[2][R];
+  for (int k = 0; k < 2; ++k)
+    for (int r = 0; r < R; ++r) s[k][r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int r = 0; r < R; ++r) {
+      const auto* q = reinterpret_cast<const int16_t*>(side + r * ss) + 32 * i;
+      const __m256 da = _mm256_broadcast_ss(reinterpret_cast<const float*>(side + r * ss + nb * 64) + i);
+      const __m256i alo = load256(q), ahi = load256(q + 16);
+      for (int k = 0; k < 2; ++k) {
+        const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(alo, load256(pk[i].q[j0 + k][0])),
+                                             _mm256_madd_epi16(ahi, load256(pk[i].q[j0 + k][1])));
+        const __m256 dd = _mm256_mul_ps(_mm256_loadu_ps(pk[i].d[j0 + k]), da);
+        s[k][r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(dot), s[k][r]);
+      }
+    }
+  }
+  for (int k = 0; k < 2; ++k)
+    for (int r = 0; r < R; ++r) y[r * ys + k] = lane_tree(s[k][r]);
+}
+
+void q8_multiply(const void* packed, int64_t count, const void*, int64_t, const void* side, int64_t ss, int64_t n_a, int64_t n,
+                 float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const Q8Packed*>(packed);
+  const auto* sb = static_cast<const uint8_t*>(side);
+  by_row_groups(n_a, [&](auto rows, int64_t r) {
+    for (int64_t j = 0; j < count; j += 2) {
+      float out[4][2];
+      q8_tile<decltype(rows)::value>(pk, j, sb + r * ss, ss, n, &out[0][0], 2);
+      for (int64_t k = 0; k < std::min<int64_t>(2, count - j); ++k)
+        for (int rr = 0; rr < decltype(rows)::value; ++rr) y[(r + rr) * ys + j + k] = out[rr][k];
+    }
+  });
 }
 
 // ---- K-quants (Q2_K to Q6_K): the super-block's quants decoded per call ----
@@ -389,6 +490,7 @@ constexpr QGemmKernel k_kernel() {
 }  // namespace
 
 const QGemmKernel qgemm_q4_0_avx2{2, kRows, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply, q4_unpack};
+const QGemmKernel qgemm_q8_0_avx2{16, kRows, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply, nullptr};
 const QGemmKernel qgemm_q2_k_avx2 = k_kernel<Q2KType>();
 const QGemmKernel qgemm_q3_k_avx2 = k_kernel<Q3KType>();
 const QGemmKernel qgemm_q4_k_avx2 = k_kernel<Q4KType>();

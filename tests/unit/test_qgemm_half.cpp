@@ -110,7 +110,7 @@ TEST_CASE("F16 / BF16 tile kernels equal the scalar qdot bit for bit for every g
   }
 }
 
-TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16, Q4_0, Q8_0 and the K-quants their tile kernels from AVX2 up",
+TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 and every llama.cpp quantized type their tile kernels from AVX2 up",
           "[qgemm][dtype]") {
   const CpuTypeTraits& f16 = *cpu_type_traits(DType::f16);
   const CpuTypeTraits& bf16 = *cpu_type_traits(DType::bf16);
@@ -123,15 +123,16 @@ TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16, Q4_0, Q8_0 and the K-qu
   REQUIRE(q4.gemm(CpuIsa::scalar) == nullptr);
   REQUIRE(q4.gemm(CpuIsa::avx2) == &qgemm_q4_0_avx2);
   REQUIRE(q4.gemm(CpuIsa::avx512) == &qgemm_q4_0_avx512);
-  REQUIRE(cpu_type_traits(DType::q8_0)->gemm(CpuIsa::avx2) == &qgemm_q8_0_avx2);
-  // Q5_0, Q4_1 and Q5_1 keep their dots below AVX-512.
-  for (DType t : {DType::q5_0, DType::q4_1, DType::q5_1}) REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx2) == nullptr);
-  const std::pair<DType, const QGemmKernel*> kquants[] = {{DType::q2_k, &qgemm_q2_k_avx2},
-                                                          {DType::q3_k, &qgemm_q3_k_avx2},
-                                                          {DType::q4_k, &qgemm_q4_k_avx2},
-                                                          {DType::q5_k, &qgemm_q5_k_avx2},
-                                                          {DType::q6_k, &qgemm_q6_k_avx2}};
-  for (const auto& [t, k] : kquants) {
+  const std::pair<DType, const QGemmKernel*> quantized[] = {{DType::q8_0, &qgemm_q8_0_avx2},
+                                                            {DType::q5_0, &qgemm_q5_0_avx2},
+                                                            {DType::q4_1, &qgemm_q4_1_avx2},
+                                                            {DType::q5_1, &qgemm_q5_1_avx2},
+                                                            {DType::q2_k, &qgemm_q2_k_avx2},
+                                                            {DType::q3_k, &qgemm_q3_k_avx2},
+                                                            {DType::q4_k, &qgemm_q4_k_avx2},
+                                                            {DType::q5_k, &qgemm_q5_k_avx2},
+                                                            {DType::q6_k, &qgemm_q6_k_avx2}};
+  for (const auto& [t, k] : quantized) {
     INFO(dtype_name(t));
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx2) == k);
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx512) != k);

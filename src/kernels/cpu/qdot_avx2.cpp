@@ -13,7 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cpu/kquant_avx2.hpp"
+#include "kernels/cpu/quants_avx2.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "quant/block_formats.hpp"
 
@@ -21,7 +21,7 @@ namespace infer {
 namespace {
 
 using namespace quant;
-using namespace avx2_kquant;
+using namespace avx2_quants;
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -66,23 +66,6 @@ inline __m128 float_lanes(F f) {
   return _mm_setr_ps(f(0), R > 1 ? f(1) : 0.0f, R > 2 ? f(2) : 0.0f, R > 3 ? f(3) : 0.0f);
 }
 
-// 16 packed bytes -> 32 quants: low nibbles are elements 0-15, high nibbles 16-31.
-inline __m256i nibbles(const uint8_t* qs) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), bytes(0x0F));
-}
-
-// Bit j of the little-endian u32 at p -> byte j: 0xFF when set, 0 otherwise.
-inline __m256i bit_bytes(const uint8_t* p) {
-  uint32_t bits;
-  std::memcpy(&bits, p, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-}
-
 // Activation block i of row r.
 template <class Act>
 inline const Act& act_block(const uint8_t* a, int64_t a_stride, int r, int64_t i) {
@@ -103,16 +86,7 @@ void rows(const void* w, const void* a, int64_t a_stride, int64_t n_a, int64_t n
   }
 }
 
-// ---- legacy blocks ----
-
-inline __m256i quants(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles(b.qs), bytes(8)); }
-inline __m256i quants(const BlockQ4_1& b) { return nibbles(b.qs); }
-inline __m256i quants(const BlockQ5_0& b) {
-  // q - 16: the nibble, minus 16 where the fifth bit is clear.
-  return _mm256_or_si256(nibbles(b.qs), _mm256_andnot_si256(bit_bytes(b.qh), bytes(0xF0)));
-}
-inline __m256i quants(const BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), _mm256_and_si256(bit_bytes(b.qh), bytes(0x10))); }
-inline __m256i quants(const BlockQ8_0& b) { return load32(b.qs); }
+// ---- legacy blocks (quants(): quants_avx2.hpp) ----
 
 // The 8 lanes of 4-element integer dots (lane p: elements 4p..4p+3). Signed weight quants go in
 // as |q| with the sign moved onto the activation; unsigned ones (the _1 types) go in as they are.

@@ -97,6 +97,9 @@ extern const QGemmKernel qgemm_i8_w8a16_avx512;
 // CPU has AVX2, FMA and F16C.
 extern const QGemmKernel qgemm_q4_0_avx2;
 extern const QGemmKernel qgemm_q8_0_avx2;
+extern const QGemmKernel qgemm_q5_0_avx2;
+extern const QGemmKernel qgemm_q4_1_avx2;
+extern const QGemmKernel qgemm_q5_1_avx2;
 extern const QGemmKernel qgemm_q2_k_avx2;
 extern const QGemmKernel qgemm_q3_k_avx2;
 extern const QGemmKernel qgemm_q4_k_avx2;

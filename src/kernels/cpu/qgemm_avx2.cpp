@@ -15,7 +15,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/kquant_avx2.hpp"
+#include "kernels/cpu/quants_avx2.hpp"
 #include "kernels/cpu/qgemm.hpp"
 #include "quant/block_formats.hpp"
 
@@ -179,73 +179,105 @@ void q4_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
   }
 }
 
-// ---- Q8_0: 8 float lanes per (weight row, activation row), tinyBLAS's order ----
+// ---- Q8_0, Q5_0, Q4_1, Q5_1: 8 float lanes per (weight row, activation row) ----
 //
-// Lane p of a pair's chain sums elements 4p..4p+3 of each block (qdot.hpp), so the rows cannot
-// share a vector: a tile holds 2 weight rows by up to 4 activation rows, one ymm chain each. The
-// quants are widened to 16 bits once (weights when packed, activations with the side data), in
-// two halves: lo holds bytes 0 and 2 of each 4-byte lane, hi bytes 1 and 3, so two vpmaddwd and
-// one add give each lane its 4 products' sum exactly (where the sign trick's vpsignb, vpmaddubsw
-// and vpmaddwd take three operations on the ports that also convert and multiply). The order
-// still costs a conversion, a multiply and an fma per pair and block: against the dots taking 4
-// activation rows a pass, one thread, 2048 x 2048, ms: 16 rows level (2.90 / 2.88), 32 rows 5.81
-// -> 5.30; from 16 rows (the packing loses below: 8 rows 1.48 -> 1.69). (The float's magic bits
-// instead of vcvtdq2ps measured slower.)
+// Lane p of a pair's chain sums elements 4p..4p+3 of each block (qdot.hpp: tinyBLAS's order for
+// Q8_0 and Q5_0, vec_dot's for Q4_1 and Q5_1, which add a min chain), so the rows cannot share a
+// vector: a tile holds 2 weight rows by up to 4 activation rows, one ymm chain each. The quants
+// are widened to 16 bits once (weights when packed, with Q5_0's offset and fifth bits applied;
+// activations with the side data), in two halves: lo holds bytes 0 and 2 of each 4-byte lane, hi
+// bytes 1 and 3, so two vpmaddwd and one add give each lane its 4 products' sum exactly (where
+// the sign trick's vpsignb, vpmaddubsw and vpmaddwd take three operations on the ports that also
+// convert and multiply). The order still costs a conversion, a multiply and an fma per pair and
+// block: Q8_0 against the dots taking 4 activation rows a pass, one thread, 2048 x 2048, ms: 16
+// rows level (2.90 / 2.88), 32 rows 5.81 -> 5.30; from 16 rows (the packing loses below: 8 rows
+// 1.48 -> 1.69). (The float's magic bits instead of vcvtdq2ps measured slower.) The mins chains
+// (mins = fma(mW, sA, mins) per block) of the tile's 8 pairs run in the lanes of one vector, lane
+// 4k + r for weight row k and activation row r.
 //
-// Packed group, per block i (768 bytes): per row j, lo and hi (i16[16] each), then dW as 8 equal
-// floats (the products dW * dA in one multiply from memory).
-// Side data of an activation row: per block lo and hi (64 bytes), then dA per block (f32).
-struct Q8Packed {
+// Packed group, per block i (768 bytes, 1024 with mins): per row j, lo and hi (i16[16] each); dW
+// as 8 equal floats (the products dW * dA in one multiply from memory); mW likewise.
+// Side data of an activation row: per block lo and hi (64 bytes); then dA per block (f32), and
+// sA (Q8_1's d times its quants' sum) per block.
+template <class Block>
+struct LaneType {
+  static constexpr bool kMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+  using Act = std::conditional_t<kMin, BlockQ8_1, BlockQ8_0>;
+};
+
+template <bool kMin>
+struct LanesPacked {
   int16_t q[kRows][2][16];
   float d[kRows][8];
 };
-static_assert(sizeof(Q8Packed) == 768);
+template <>
+struct LanesPacked<true> {
+  int16_t q[kRows][2][16];
+  float d[kRows][8];
+  float m[kRows][8];
+};
+static_assert(sizeof(LanesPacked<false>) == 768 && sizeof(LanesPacked<true>) == 1024);
 
 inline void widen_halves(__m256i x, int16_t* lo, int16_t* hi) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi), _mm256_srai_epi16(x, 8));
 }
 
-int64_t q8_side_bytes(int64_t n) noexcept { return round64(n / kQK * 68); }
+template <class Block>
+int64_t lanes_side_bytes(int64_t n) noexcept {
+  return round64(n / kQK * (LaneType<Block>::kMin ? 72 : 68));
+}
 
-void q8_prepare_side(const void* a, void* side, int64_t n) noexcept {
-  const auto* ab = static_cast<const BlockQ8_0*>(a);
+template <class Block>
+void lanes_prepare_side(const void* a, void* side, int64_t n) noexcept {
+  using Act = typename LaneType<Block>::Act;
+  const int64_t nb = n / kQK;
+  const auto* ab = static_cast<const Act*>(a);
   auto* q = static_cast<int16_t*>(side);
-  auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(side) + n / kQK * 64);
-  for (int64_t i = 0; i < n / kQK; ++i) {
+  auto* d = reinterpret_cast<float*>(static_cast<uint8_t*>(side) + nb * 64);
+  for (int64_t i = 0; i < nb; ++i) {
     widen_halves(load256(ab[i].qs), q + 32 * i, q + 32 * i + 16);
     d[i] = half(ab[i].d);
+    if constexpr (LaneType<Block>::kMin) d[nb + i] = half(ab[i].s);
   }
 }
 
-int64_t q8_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8Packed)); }
+template <class Block>
+int64_t lanes_packed_bytes(int64_t n) noexcept {
+  return n / kQK * static_cast<int64_t>(sizeof(LanesPacked<LaneType<Block>::kMin>));
+}
 
-void q8_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+template <class Block>
+void lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  constexpr bool kMin = LaneType<Block>::kMin;
   assert(count >= 1 && count <= kRows && n % kQK == 0);
   const auto* base = static_cast<const uint8_t*>(w);
-  auto* out = static_cast<Q8Packed*>(packed);
+  auto* out = static_cast<LanesPacked<kMin>*>(packed);
   for (int64_t j = 0; j < kRows; ++j) {
-    // Rows past count repeat the last row, with scale 0.
-    const auto* row = reinterpret_cast<const BlockQ8_0*>(base + std::min(j, count - 1) * ws);
+    // Rows past count repeat the last row, with scale (and min) 0.
+    const auto* row = reinterpret_cast<const Block*>(base + std::min(j, count - 1) * ws);
     for (int64_t i = 0; i < n / kQK; ++i) {
-      widen_halves(load256(row[i].qs), out[i].q[j][0], out[i].q[j][1]);
+      widen_halves(avx2_quants::quants(row[i]), out[i].q[j][0], out[i].q[j][1]);
       _mm256_storeu_ps(out[i].d[j], _mm256_set1_ps(j < count ? half(row[i].d) : 0.0f));
+      if constexpr (kMin) _mm256_storeu_ps(out[i].m[j], _mm256_set1_ps(j < count ? half(row[i].m) : 0.0f));
     }
   }
 }
 
 // Weight rows j0, j0 + 1 of a packed group against R activation rows: lane p of s[k][r] is the
-// pair's chain, s = fma(dW * dA, I_p, s) per block; then the reference's tree.
-template <int R>
-void q8_tile(const Q8Packed* pk, int64_t j0, const uint8_t* side, int64_t ss, int64_t n, float* y, int64_t ys) {
+// pair's chain, s = fma(dW * dA, I_p, s) per block; then the reference's tree (plus the mins).
+template <bool kMin, int R>
+void lanes_tile(const LanesPacked<kMin>* pk, int64_t j0, const uint8_t* side, int64_t ss, int64_t n, float* y) {
   const int64_t nb = n / kQK;
+  const auto scales = [&](int r) { return reinterpret_cast<const float*>(side + r * ss + nb * 64); };
   __m256 s[2][R];
   for (int k = 0; k < 2; ++k)
     for (int r = 0; r < R; ++r) s[k][r] = _mm256_setzero_ps();
+  __m256 mins = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     for (int r = 0; r < R; ++r) {
       const auto* q = reinterpret_cast<const int16_t*>(side + r * ss) + 32 * i;
-      const __m256 da = _mm256_broadcast_ss(reinterpret_cast<const float*>(side + r * ss + nb * 64) + i);
+      const __m256 da = _mm256_broadcast_ss(scales(r) + i);
       const __m256i alo = load256(q), ahi = load256(q + 16);
       for (int k = 0; k < 2; ++k) {
         const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(alo, load256(pk[i].q[j0 + k][0])),
@@ -254,23 +286,40 @@ void q8_tile(const Q8Packed* pk, int64_t j0, const uint8_t* side, int64_t ss, in
         s[k][r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(dot), s[k][r]);
       }
     }
+    if constexpr (kMin) {
+      const __m256 mw = _mm256_blend_ps(_mm256_loadu_ps(pk[i].m[j0]), _mm256_loadu_ps(pk[i].m[j0 + 1]), 0xF0);
+      const __m128 sa = _mm_setr_ps(scales(0)[nb + i], R > 1 ? scales(1)[nb + i] : 0.0f, R > 2 ? scales(2)[nb + i] : 0.0f,
+                                    R > 3 ? scales(3)[nb + i] : 0.0f);
+      mins = _mm256_fmadd_ps(mw, _mm256_set_m128(sa, sa), mins);
+    }
   }
+  alignas(32) float m[8];
+  _mm256_store_ps(m, mins);
   for (int k = 0; k < 2; ++k)
-    for (int r = 0; r < R; ++r) y[r * ys + k] = lane_tree(s[k][r]);
+    for (int r = 0; r < R; ++r) y[2 * r + k] = kMin ? lane_tree(s[k][r]) + m[4 * k + r] : lane_tree(s[k][r]);
 }
 
-void q8_multiply(const void* packed, int64_t count, const void*, int64_t, const void* side, int64_t ss, int64_t n_a, int64_t n,
-                 float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const Q8Packed*>(packed);
+template <class Block>
+void lanes_multiply(const void* packed, int64_t count, const void*, int64_t, const void* side, int64_t ss, int64_t n_a,
+                    int64_t n, float* y, int64_t ys) noexcept {
+  constexpr bool kMin = LaneType<Block>::kMin;
+  const auto* pk = static_cast<const LanesPacked<kMin>*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   by_row_groups(n_a, [&](auto rows, int64_t r) {
+    constexpr int R = decltype(rows)::value;
     for (int64_t j = 0; j < count; j += 2) {
-      float out[4][2];
-      q8_tile<decltype(rows)::value>(pk, j, sb + r * ss, ss, n, &out[0][0], 2);
+      float out[R * 2];
+      lanes_tile<kMin, R>(pk, j, sb + r * ss, ss, n, out);
       for (int64_t k = 0; k < std::min<int64_t>(2, count - j); ++k)
-        for (int rr = 0; rr < decltype(rows)::value; ++rr) y[(r + rr) * ys + j + k] = out[rr][k];
+        for (int rr = 0; rr < R; ++rr) y[(r + rr) * ys + j + k] = out[2 * rr + k];
     }
   });
+}
+
+template <class Block>
+constexpr QGemmKernel lanes_kernel() {
+  return {16, kRows, lanes_side_bytes<Block>, lanes_prepare_side<Block>, lanes_packed_bytes<Block>, lanes_pack<Block>,
+          lanes_multiply<Block>, nullptr};
 }
 
 // ---- K-quants (Q2_K to Q6_K): the super-block's quants decoded per call ----
@@ -285,7 +334,7 @@ void q8_multiply(const void* packed, int64_t count, const void*, int64_t, const 
 //                            mins (Q2_K, Q4_K, Q5_K) or the offset times the scale (Q3_K 4 sc,
 //                            Q6_K 32 sc)
 //   q        u8[64][32]      vector v, lane j: row j's quants of elements 4v..4v+3, unsigned
-//                            (avx2_kquant::kquants)
+//                            (avx2_quants::kquants)
 // Per 16-element group t and activation row, four vpmaddubsw (weight quants times the broadcast
 // activation quants) add up in 16 bits and one vpmaddwd by the scales widens them: S = Σ sc_t I_t
 // exactly. A 16-bit sum holds 4 pair sums (at most 4 * 2 * 31 * 127 = 31496), Q6_K's 2 (quants to
@@ -385,7 +434,7 @@ void k_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) n
       // Rows past count repeat the last row, with scales 0.
       const Block& b = reinterpret_cast<const Block*>(base + std::min(j, count - 1) * ws)[i];
       __m256i q[8];
-      avx2_kquant::kquants(b, q);
+      avx2_quants::kquants(b, q);
       for (int v = 0; v < 8; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(rows[j] + 32 * v), q[v]);
       int sc[16], coef[16];
       T::scales(b, sc, coef);
@@ -490,7 +539,10 @@ constexpr QGemmKernel k_kernel() {
 }  // namespace
 
 const QGemmKernel qgemm_q4_0_avx2{2, kRows, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply, q4_unpack};
-const QGemmKernel qgemm_q8_0_avx2{16, kRows, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply, nullptr};
+const QGemmKernel qgemm_q8_0_avx2 = lanes_kernel<BlockQ8_0>();
+const QGemmKernel qgemm_q5_0_avx2 = lanes_kernel<BlockQ5_0>();
+const QGemmKernel qgemm_q4_1_avx2 = lanes_kernel<BlockQ4_1>();
+const QGemmKernel qgemm_q5_1_avx2 = lanes_kernel<BlockQ5_1>();
 const QGemmKernel qgemm_q2_k_avx2 = k_kernel<Q2KType>();
 const QGemmKernel qgemm_q3_k_avx2 = k_kernel<Q3KType>();
 const QGemmKernel qgemm_q4_k_avx2 = k_kernel<Q4KType>();

@@ -1,17 +1,20 @@
-// The quants of a K-quant super-block as AVX2 vectors, for the AVX2 files (qdot_avx2.cpp's dots,
-// qgemm_avx2.cpp's packing): 8 vectors of 32 unsigned quants in element order (vector v:
-// elements 32v..32v+31), the type's offset not applied (Q2_K 0..3, Q3_K 0..7 with the high bit
-// set where the file's hmask bit is, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63). Include only from
-// *_avx2.cpp files (compiled with AVX2, FMA and F16C).
+// The quants of a block as AVX2 vectors, for the AVX2 files (qdot_avx2.cpp's dots,
+// qgemm_avx2.cpp's packing). A 32-element block: one vector of 32 quants in element order
+// (quants(): Q4_0 and Q5_0 with their offsets applied, signed; Q4_1 and Q5_1 unsigned). A K-quant
+// super-block: 8 vectors of 32 unsigned quants in element order (kquants(); vector v: elements
+// 32v..32v+31), the type's offset not applied (Q2_K 0..3, Q3_K 0..7 with the high bit set where
+// the file's hmask bit is, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63). Include only from *_avx2.cpp
+// files (compiled with AVX2, FMA and F16C).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "quant/block_formats.hpp"
 
-namespace infer::avx2_kquant {
+namespace infer::avx2_quants {
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
@@ -20,6 +23,34 @@ inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 inline __m256i shifted_bits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srli_epi16(v, shift), bytes(mask));
 }
+
+// 16 packed bytes -> 32 quants: low nibbles are elements 0-15, high nibbles 16-31.
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), bytes(0x0F));
+}
+
+// Bit j of the little-endian u32 at p -> byte j: 0xFF when set, 0 otherwise.
+inline __m256i bit_bytes(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+}
+
+inline __m256i quants(const quant::BlockQ4_0& b) { return _mm256_sub_epi8(nibbles(b.qs), bytes(8)); }
+inline __m256i quants(const quant::BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i quants(const quant::BlockQ5_0& b) {
+  // q - 16: the nibble, minus 16 where the fifth bit is clear.
+  return _mm256_or_si256(nibbles(b.qs), _mm256_andnot_si256(bit_bytes(b.qh), bytes(0xF0)));
+}
+inline __m256i quants(const quant::BlockQ5_1& b) {
+  return _mm256_or_si256(nibbles(b.qs), _mm256_and_si256(bit_bytes(b.qh), bytes(0x10)));
+}
+inline __m256i quants(const quant::BlockQ8_0& b) { return load32(b.qs); }
 
 inline void kquants(const quant::BlockQ2_K& b, __m256i* q) {
   for (int v = 0; v < 8; ++v) q[v] = shifted_bits(load32(b.qs + 32 * (v / 4)), 2 * (v % 4), 3);
@@ -54,4 +85,4 @@ inline void kquants(const quant::BlockQ6_K& b, __m256i* q) {
   }
 }
 
-}  // namespace infer::avx2_kquant
+}  // namespace infer::avx2_quants

@@ -265,16 +265,21 @@ struct KBlock {
   __m256i m16;        // per 16 elements: the sub-block min (Q2_K, Q4_K, Q5_K)
 };
 
-// Per-128-bit-lane scales: the low 16 elements of a vector are sub-block s, the high 16 s + 1.
-inline __m256i scale_pair(int s0, int s1) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s1)), _mm_set1_epi16(static_cast<short>(s0)));
-}
-// v[j * len / 16] for each of the 16 16-element groups: a sub-block's value repeated per bsum.
-inline __m256i per16(const int* v, int len) {
-  alignas(32) int16_t e[16];
-  for (int j = 0; j < 16; ++j) e[j] = static_cast<int16_t>(v[j * 16 / len]);
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(e));
-}
+// The scales of the 16-element sub-blocks, per vector: the low 16 elements of vector v are
+// sub-block 2v, the high 16 sub-block 2v + 1. From the 16 scales as 16-bit lanes, one byte
+// shuffle a vector (set1s from general registers, two a vector, bounded the Q2_K, Q3_K and Q6_K
+// dots).
+struct PairScales {
+  __m256i low, high;  // scales 0-7 and 8-15, in both 128-bit halves
+  explicit PairScales(__m256i s16)
+      : low(_mm256_permute2x128_si256(s16, s16, 0x00)), high(_mm256_permute2x128_si256(s16, s16, 0x11)) {}
+  __m256i operator()(int v) const {
+    const char a = static_cast<char>(4 * v % 16), b = static_cast<char>((4 * v + 2) % 16);
+    const __m256i pick = _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                          b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
+    return _mm256_shuffle_epi8(v < 4 ? low : high, pick);
+  }
+};
 
 // Σ scale * q * a over vector v, as 8 int32 lanes.
 inline __m256i scaled(const KBlock& k, int v, const int8_t* a) {
@@ -293,20 +298,34 @@ inline __m256i widen16(const uint8_t* p) { return _mm256_cvtepu8_epi16(_mm_loadu
 inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 void unpack(const BlockQ2_K& b, KBlock& k) {
-  int sc[16];
-  for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 0x0F;
   kquants(b, k.q);
-  for (int v = 0; v < 8; ++v) k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
-  // The mins, the scale bytes' high nibbles, in registers (through the stack, per16 stalls the
-  // load on store forwarding).
-  k.m16 = _mm256_srli_epi16(widen16(b.scales), 4);
+  // Scales and mins, the scale bytes' low and high nibbles, in registers (through the stack, a
+  // wide load stalls on store forwarding).
+  const __m256i bytes16 = widen16(b.scales);
+  const PairScales pairs(_mm256_and_si256(bytes16, _mm256_set1_epi16(0x0F)));
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) k.scales[v] = pairs(v);
+  k.m16 = _mm256_srli_epi16(bytes16, 4);
+}
+// Q3_K's 16 six-bit scales (q3k_scale) as signed 16-bit lanes: four scales a 32-bit word, low
+// nibbles from bytes 0-7 (scales 0-7) and their high nibbles (8-15), the top 2 bits from bytes
+// 8-11, shifted by 2 for each group of four.
+inline __m256i q3k_scales16(const uint8_t* s) {
+  uint32_t w[3];
+  std::memcpy(w, s, 12);
+  const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  const __m128i v = _mm_setr_epi32(static_cast<int>((w[0] & low4) | (w[2] & low2) << 4),
+                                   static_cast<int>((w[1] & low4) | (w[2] >> 2 & low2) << 4),
+                                   static_cast<int>((w[0] >> 4 & low4) | (w[2] >> 4 & low2) << 4),
+                                   static_cast<int>((w[1] >> 4 & low4) | (w[2] >> 6 & low2) << 4));
+  return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
 }
 void unpack(const BlockQ3_K& b, KBlock& k) {
-  int sc[16];
-  for (int s = 0; s < 16; ++s) sc[s] = q3k_scale(b.scales, s);
   kquants(b, k.q);  // 0..7: the offset 4 comes off through the bsums
-  for (int v = 0; v < 8; ++v) k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
-  k.sc16 = per16(sc, 16);
+  k.sc16 = q3k_scales16(b.scales);
+  const PairScales pairs(k.sc16);
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) k.scales[v] = pairs(v);
 }
 // The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (kquant_scale_min) four at a time,
 // as 32-bit words of bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
@@ -325,22 +344,25 @@ inline ScaleWords scale_words(const uint8_t* s) {
 template <class Block>
 void unpack_q45k(const Block& b, KBlock& k) {
   const ScaleWords sw = scale_words(b.scales);
-  uint8_t sc[8];
-  std::memcpy(sc, sw.sc, 8);
-  // Each min once per 16 elements (two bsums a sub-block of 32).
-  const __m128i m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sw.m[0] | uint64_t{sw.m[1]} << 32)));
-  k.m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
+  // Each scale and min once per 16 elements (two bsums a sub-block of 32).
+  const auto per16 = [](uint32_t lo, uint32_t hi) {
+    const __m128i x = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(lo | uint64_t{hi} << 32)));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(x, x), _mm_unpacklo_epi16(x, x));
+  };
+  k.m16 = per16(sw.m[0], sw.m[1]);
   kquants(b, k.q);
-  for (int v = 0; v < 8; ++v) k.scales[v] = _mm256_set1_epi16(static_cast<short>(sc[v]));
+  const PairScales pairs(per16(sw.sc[0], sw.sc[1]));
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) k.scales[v] = pairs(v);
 }
 void unpack(const BlockQ4_K& b, KBlock& k) { unpack_q45k(b, k); }
 void unpack(const BlockQ5_K& b, KBlock& k) { unpack_q45k(b, k); }
 void unpack(const BlockQ6_K& b, KBlock& k) {
-  int sc[16];
-  for (int s = 0; s < 16; ++s) sc[s] = b.scales[s];
   k.sc16 = widen16(b.scales);
   kquants(b, k.q);  // 0..63: the offset 32 comes off through the bsums
-  for (int v = 0; v < 8; ++v) k.scales[v] = scale_pair(sc[2 * v], sc[2 * v + 1]);
+  const PairScales pairs(k.sc16);
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) k.scales[v] = pairs(v);
 }
 
 // The Q8_K scales of super-block i of rows r < R, in lanes.

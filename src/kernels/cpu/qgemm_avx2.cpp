@@ -8,21 +8,22 @@
 // AVX-512 read the file's rows.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#include <algorithm>
-
-#include "kernels/cpu/quants_avx2.hpp"
 #include "kernels/cpu/qgemm.hpp"
+#include "kernels/cpu/qgemm_tiles.hpp"
+#include "kernels/cpu/quants_avx2.hpp"
 #include "quant/block_formats.hpp"
 
 namespace infer {
 namespace {
 
 using namespace quant;
+using namespace qgemm_tiles;
 
 constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lane
 constexpr int64_t kKQuantMinRows = 8;
@@ -34,30 +35,8 @@ inline float lane_tree(__m256 v) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
-inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
-inline int32_t load_i32(const void* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-
-// Activation row r of a batch whose rows are as bytes apart.
-template <class Act>
-inline const Act* act_row(const void* a, int64_t as, int64_t r) {
-  return reinterpret_cast<const Act*>(static_cast<const uint8_t*>(a) + r * as);
-}
-
-// Calls tile(integral_constant<R>, r) for groups of R = 4 activation rows from r, then the 1-3 left.
-template <class Tile>
-inline void by_row_groups(int64_t n_a, Tile&& tile) {
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) tile(std::integral_constant<int, 4>{}, r);
-  switch (n_a - r) {
-    case 3: return tile(std::integral_constant<int, 3>{}, r);
-    case 2: return tile(std::integral_constant<int, 2>{}, r);
-    case 1: return tile(std::integral_constant<int, 1>{}, r);
-    default: return;
-  }
-}
 
 // The first `count` lanes of v to y (count <= 8).
 inline void store_lanes(float* y, __m256 v, int64_t count) {
@@ -76,18 +55,12 @@ inline void store_lanes(float* y, __m256 v, int64_t count) {
 // the correction from the side data. A 16-bit pair sum is at most 2 * 15 * 127 = 3810 in size,
 // so the 8 of a block add up to at most 30480: no 16-bit sum saturates or wraps.
 //
-// Side data of an activation row, per block: {int32 -8 Σa, f32 dA}.
-struct Q4Side {
-  int32_t c;
-  float d;
-};
+// Side data of an activation row, per block: {int32 -8 Σa, f32 dA} (qgemm_tiles.hpp).
 struct Q4Packed {
   uint16_t d[kRows];
   uint8_t qs[4][32];
 };
 static_assert(sizeof(Q4Packed) == kRows * sizeof(BlockQ4_0));
-
-int64_t q4_side_bytes(int64_t n) noexcept { return round64(n / kQK * static_cast<int64_t>(sizeof(Q4Side))); }
 
 void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
   const auto* ab = static_cast<const BlockQ8_0*>(a);
@@ -168,15 +141,6 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   by_row_groups(n_a, [&](auto rows, int64_t r) {
     q4_tile<decltype(rows)::value>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
   });
-}
-
-void q4_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q4Packed*>(packed);
-  auto* out = static_cast<BlockQ4_0*>(row);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    out[i].d = pk[i].d[j];
-    for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
-  }
 }
 
 // ---- Q8_0, Q5_0, Q4_1, Q5_1: 8 float lanes per (weight row, activation row) ----
@@ -526,9 +490,6 @@ void k_multiply(const void* packed, int64_t count, const void* a, int64_t as, co
   });
 }
 
-int64_t no_side_bytes(int64_t) noexcept { return 0; }
-void no_prepare_side(const void*, void*, int64_t) noexcept {}
-
 // min_rows: the tiles pay from this many activation rows on (packing included), against the
 // dots taking 4 activation rows a pass.
 template <class T>
@@ -538,7 +499,8 @@ constexpr QGemmKernel k_kernel() {
 
 }  // namespace
 
-const QGemmKernel qgemm_q4_0_avx2{2, kRows, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply, q4_unpack};
+const QGemmKernel qgemm_q4_0_avx2{2, kRows, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply,
+                                  q4_0_unpack<Q4Packed>};
 const QGemmKernel qgemm_q8_0_avx2 = lanes_kernel<BlockQ8_0>();
 const QGemmKernel qgemm_q5_0_avx2 = lanes_kernel<BlockQ5_0>();
 const QGemmKernel qgemm_q4_1_avx2 = lanes_kernel<BlockQ4_1>();

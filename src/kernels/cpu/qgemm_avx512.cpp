@@ -34,18 +34,12 @@ inline const BlockQ8_0* q8_row(const void* a, int64_t as, int64_t r) { return ac
 // elements 4k..4k+3 are broadcast to all lanes, so one dpbusd adds 4 products to each of the 16
 // rows' block dots, and no horizontal sum is needed.
 //
-// Side data of an activation row, per block: {int32 -8 Σa, f32 dA}.
-struct Q4Side {
-  int32_t c;
-  float d;
-};
+// Side data of an activation row, per block: {int32 -8 Σa, f32 dA} (qgemm_tiles.hpp).
 struct Q4Packed {
   uint16_t d[kGroup];
   uint8_t qs[4][64];
 };
 static_assert(sizeof(Q4Packed) == kGroup * sizeof(BlockQ4_0));
-
-int64_t q4_side_bytes(int64_t n) noexcept { return round64(n / kQK * static_cast<int64_t>(sizeof(Q4Side))); }
 
 void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
   const auto* ab = static_cast<const BlockQ8_0*>(a);
@@ -160,14 +154,6 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   });
 }
 
-void q4_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q4Packed*>(packed);
-  auto* out = static_cast<BlockQ4_0*>(row);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    out[i].d = pk[i].d[j];
-    for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
-  }
-}
 
 // ---- Q8_0: two weight rows per vector, 8 lanes each ----
 //
@@ -779,7 +765,7 @@ void q41_multiply(const void* packed, int64_t count, const void* a, int64_t as, 
 // costs about what the AVX2 dots do, so its tiles lose at 2 rows (1.51 vs 1.24 ms) and win
 // from 4 (1.90 vs 2.34 ms).
 const QGemmKernel qgemm_q4_0_avx512{1, kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply,
-                                       q4_unpack};
+                                       q4_0_unpack<Q4Packed>};
 const QGemmKernel qgemm_q5_0_avx512{8, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q5_0_pack, q8_multiply,
                                     nullptr};
 const QGemmKernel qgemm_q4_1_avx512{8, kGroup, no_side_bytes, no_prepare_side, q41_packed_bytes, q41_pack<BlockQ4_1>,

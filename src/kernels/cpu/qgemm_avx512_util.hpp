@@ -17,18 +17,16 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/qgemm_tiles.hpp"
 #include "quant/block_formats.hpp"
 
 namespace infer::avx512_tiles {
 
+using namespace qgemm_tiles;
+
 constexpr int64_t kGroup = 16;  // weight rows per packed group: one per int32 lane
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
-inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// The 4 bytes at p as an int32 (an unaligned, may_alias read).
-using UnalignedI32 [[gnu::aligned(1), gnu::may_alias]] = int32_t;
-inline int32_t load_i32(const void* p) { return *reinterpret_cast<const UnalignedI32*>(p); }
 inline __mmask16 lanes_below(int64_t count) { return static_cast<__mmask16>((1u << count) - 1); }
 
 // 16 F16 scales (lane j: row j's) as floats.
@@ -85,29 +83,6 @@ inline void prefetch_part(const Packed* block, int part) {
   prefetch_ahead<R>(reinterpret_cast<const char*>(block) + part * kPart, kPart);
 }
 
-// Activation row r of a batch whose rows are as bytes apart.
-template <class Act>
-inline const Act* act_row(const void* a, int64_t as, int64_t r) {
-  return reinterpret_cast<const Act*>(static_cast<const uint8_t*>(a) + r * as);
-}
-
-// For the tiles that read everything they need from the Q8_1 / Q8_K rows themselves.
-inline int64_t no_side_bytes(int64_t) noexcept { return 0; }
-inline void no_prepare_side(const void*, void*, int64_t) noexcept {}
-
-// Calls tile(std::integral_constant<int, R>{}, r) for groups of R = 4 activation rows starting at
-// r, then once for the 1 to 3 rows left.
-template <class Tile>
-inline void by_row_groups(int64_t n_a, Tile&& tile) {
-  int64_t r = 0;
-  for (; r + 4 <= n_a; r += 4) tile(std::integral_constant<int, 4>{}, r);
-  switch (n_a - r) {
-    case 3: return tile(std::integral_constant<int, 3>{}, r);
-    case 2: return tile(std::integral_constant<int, 2>{}, r);
-    case 1: return tile(std::integral_constant<int, 1>{}, r);
-    default: return;
-  }
-}
 
 // Calls rows.template operator()<R>(r) for groups of R = 8 activation rows starting at r, then
 // of 4, then single rows.

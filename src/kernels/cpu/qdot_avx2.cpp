@@ -421,6 +421,25 @@ struct Q4_K {
       const __m256i m23 = _mm256_hadd_epi32(mins[2], mins[3]);
       const __m128 pairs[4] = {_mm_castsi128_ps(_mm256_castsi256_si128(m01)), _mm_castsi128_ps(_mm256_castsi256_si128(m23)),
                                _mm_castsi128_ps(_mm256_extracti128_si256(m01, 1)), _mm_castsi128_ps(_mm256_extracti128_si256(m23, 1))};
+      if constexpr (R == 1) {
+        // One row (decode): the four steps' sums reduced together, lane c step c's (one tree
+        // for four, where a horizontal sum each took 7 operations), then the chains one step
+        // at a time in lane 0.
+        const int8_t* aq = act_block<BlockQ8_K>(a, as, 0, i).qs;
+        __m256i sums[4];
+        for (int c = 0; c < 4; ++c) sums[c] = _mm256_add_epi32(scaled(k, 2 * c, aq), scaled(k, 2 * c + 1, aq));
+        const __m128 s = _mm_cvtepi32_ps(hsums<4>(sums));
+        const __m128 m = _mm_cvtepi32_ps(_mm_unpacklo_epi64(_mm256_castsi256_si128(m01), _mm256_extracti128_si256(m01, 1)));
+        acc = _mm_fmadd_ss(s, dd, acc);
+        accm = _mm_fmadd_ss(m, dm, accm);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(s, s, 1), dd, acc);
+        accm = _mm_fmadd_ss(_mm_shuffle_ps(m, m, 1), dm, accm);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(s, s, 2), dd, acc);
+        accm = _mm_fmadd_ss(_mm_shuffle_ps(m, m, 2), dm, accm);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(s, s, 3), dd, acc);
+        accm = _mm_fmadd_ss(_mm_shuffle_ps(m, m, 3), dm, accm);
+        continue;
+      }
       for (int c = 0; c < 4; ++c) {
         __m256i sums[R];
         for (int r = 0; r < R; ++r) {

@@ -1,9 +1,10 @@
-// AVX2 tile kernels for Q4_0, Q8_0 and the K-quants (interface and the bit-identity argument in
-// qgemm.hpp), for CPUs without AVX-512. Q4_0 and the K-quants put the 8 weight rows of a group in
-// the 8 int32 lanes of a ymm, as the AVX-512 tiles put 16 (qgemm_avx512.cpp): an activation row's
-// 4 quants are broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4
+// AVX2 tile kernels for every llama.cpp quantized type (interface and the bit-identity argument
+// in qgemm.hpp), for CPUs without AVX-512. Q4_0 and the K-quants put the 8 weight rows of a group
+// in the 8 int32 lanes of a ymm, as the AVX-512 tiles put 16 (qgemm_avx512.cpp): an activation
+// row's 4 quants are broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4
 // unsigned weight quants of each lane into two 16-bit pair sums, which add up in 16 bits and are
-// widened once by vpmaddwd. Q8_0's order needs 8 lanes per pair: register tiles (below).
+// widened once by vpmaddwd. The order of Q8_0, Q5_0, Q4_1 and Q5_1 needs 8 lanes per pair:
+// register tiles (below).
 // Weights are packed per call (matmul.cpp's scratch), never at load: the decode kernels below
 // AVX-512 read the file's rows.
 #include <immintrin.h>
@@ -26,7 +27,7 @@ using namespace quant;
 using namespace qgemm_tiles;
 
 constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lane
-constexpr int64_t kKQuantMinRows = 8;
+constexpr int64_t kKQuantMinRows = 8;  // the K-quant tiles' min_rows (k_kernel)
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the reference's tree over a chain's 8 lanes.

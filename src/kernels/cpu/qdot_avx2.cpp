@@ -13,8 +13,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cpu/quants_avx2.hpp"
 #include "kernels/cpu/qdot.hpp"
+#include "kernels/cpu/quants_avx2.hpp"
 #include "quant/block_formats.hpp"
 
 namespace infer {

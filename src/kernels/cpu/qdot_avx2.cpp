@@ -239,12 +239,16 @@ void q4_0_rows(const uint8_t* w, int64_t ws, const BlockQ8_0* ab, int64_t n, flo
   for (int64_t i = 0; i < n / kQK; ++i) {
     if (i % 4 == 0) prefetch_passes_ahead<W>(row[0] + i, ws, 4 * sizeof(BlockQ4_0));
     const __m256i aq = load32(ab[i].qs);
+    // The nibbles q (0..15) enter unsigned, each lane's Σ(q - 8) a as Σ q a - 8 Σ a (the block's
+    // 8 Σ a lanes once for the W rows): no sign moves per row.
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i a8 = _mm256_madd_epi16(_mm256_maddubs_epi16(bytes(8), aq), ones16);
     __m256i dots[W];
-    for (int j = 0; j < W; ++j) {
-      const __m256i q = quants(row[j][i]);
-      dots[j] = lane_dots_signed(_mm256_sign_epi8(q, q), q, aq);
-    }
-    const __m128 dw = float_lanes<W>([&](int j) { return half(row[j][i].d); });
+    for (int j = 0; j < W; ++j)
+      dots[j] = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(row[j][i].qs), aq), ones16), a8);
+    // The W scales converted together (one at a time, each went through a general register).
+    const auto d = [&](int j) { return static_cast<short>(j < W ? row[j][i].d : 0); };
+    const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0));
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsums<W>(dots)), _mm_mul_ps(dw, _mm_set1_ps(half(ab[i].d))), acc);
   }
   store_rows<W>(acc, y, 1);

@@ -23,15 +23,6 @@ namespace {
 using namespace quant;
 using namespace avx2_quants;
 
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
-
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the scalar lane tree.
-inline float lane_tree(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
 inline int32_t hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));

@@ -25,17 +25,12 @@ namespace {
 
 using namespace quant;
 using namespace qgemm_tiles;
+using avx2_quants::half;
+using avx2_quants::lane_tree;
 
 constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lane
 constexpr int64_t kKQuantMinRows = 8;  // the K-quant tiles' min_rows (k_kernel)
 
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), the reference's tree over a chain's 8 lanes.
-inline float lane_tree(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 

@@ -1,6 +1,7 @@
 // The quants of a block as AVX2 vectors, for the AVX2 files (qdot_avx2.cpp's dots,
-// qgemm_avx2.cpp's packing). A 32-element block: one vector of 32 quants in element order
-// (quants(): Q4_0 and Q5_0 with their offsets applied, signed; Q4_1 and Q5_1 unsigned). A K-quant
+// qgemm_avx2.cpp's packing), and the F16 scale and 8-lane tree both use. A 32-element block: one
+// vector of 32 quants in element order (quants(): Q4_0 and Q5_0 with their offsets applied,
+// signed; Q4_1 and Q5_1 unsigned). A K-quant
 // super-block: 8 vectors of 32 unsigned quants in element order (kquants(); vector v: elements
 // 32v..32v+31), the type's offset not applied (Q2_K 0..3, Q3_K 0..7 with the high bit set where
 // the file's hmask bit is, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63). Include only from *_avx2.cpp
@@ -15,6 +16,15 @@
 #include "quant/block_formats.hpp"
 
 namespace infer::avx2_quants {
+
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)): the reference's tree over a chain's 8 lanes.
+inline float lane_tree(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }

@@ -26,20 +26,14 @@ inline const BlockQ8_0* q8_row(const void* a, int64_t as, int64_t r) { return ac
 
 // ---- Q4_0: the 16 weight rows of a group in the 16 int32 lanes ----
 //
-// Packed group, per block i (288 bytes, as many as the 16 rows' blocks in the file):
-//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
-//   qs   u8[4][64]    vector k, lane j: row j's qs bytes 4k..4k+3, whose low nibbles are
-//                     elements 4k..4k+3 and high nibbles elements 16+4k..16+4k+3
-// The tile splits each qs vector into its two nibble vectors. An activation row's 4 quants of
-// elements 4k..4k+3 are broadcast to all lanes, so one dpbusd adds 4 products to each of the 16
-// rows' block dots, and no horizontal sum is needed.
+// The packed group: qgemm_layouts.hpp (Q4Packed, 16 rows). The tile splits each qs vector into
+// its two nibble vectors. An activation row's 4 quants of elements 4k..4k+3 are broadcast to all
+// lanes, so one dpbusd adds 4 products to each of the 16 rows' block dots, and no horizontal sum
+// is needed.
 //
 // Side data of an activation row, per block: {int32 -8 Σa, f32 dA} (qgemm_tiles.hpp).
-struct Q4Packed {
-  uint16_t d[kGroup];
-  uint8_t qs[4][64];
-};
-static_assert(sizeof(Q4Packed) == kGroup * sizeof(BlockQ4_0));
+using qgemm_layouts::Q4Packed;
+using qgemm_layouts::q4_packed_bytes;
 
 void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
   const auto* ab = static_cast<const BlockQ8_0*>(a);
@@ -54,8 +48,6 @@ void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
     s[i] = {-8 * _mm_cvtsi128_si32(t), half(ab[i].d)};
   }
 }
-
-int64_t q4_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q4Packed)); }
 
 // The F16 scales of 16 Q4_0 or Q8_0 blocks (at each block's start) at the given byte offsets from
 // base; lanes past `valid` are 0.

@@ -24,6 +24,7 @@ namespace {
 
 using namespace quant;
 using namespace avx512_tiles;
+using namespace qgemm_layouts;
 
 inline const BlockQ8_K* q8k_row(const void* a, int64_t as, int64_t r) { return act_row<BlockQ8_K>(a, as, r); }
 inline __m512i bcast4(const int8_t* p) { return _mm512_set1_epi32(load_i32(p)); }
@@ -33,85 +34,9 @@ inline __m512i add_where(__m512i v, __m512i h, int test, int bit) {
   return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << test))), v,
                               _mm512_set1_epi8(static_cast<char>(bit)));
 }
-// Copies 4 bytes of row j's block to lane j of a packed 64-byte vector, or back.
-inline void to_lane(uint8_t* vec, int64_t j, const uint8_t* src) { std::memcpy(vec + 4 * j, src, 4); }
-inline void from_lane(const uint8_t* vec, int64_t j, uint8_t* dst) { std::memcpy(dst, vec + 4 * j, 4); }
-
 // ---- Q4_K, Q5_K: 32-element sub-blocks ----
 //
-// Packed group, per super-block i (Q4_K 2368 bytes, 2.8% more than the 16 rows' blocks in the
-// file; Q5_K 2880 bytes, 2.3% more):
-//   d, dmin  f16[16] each     lane j: row j's scales
-//   sc, m    u8[8][16] each   sub-block s, lane j: row j's six-bit scale and min (kquant_scale_min)
-//   qh       u8[8][64]        (Q5_K only) vector k, lane j: row j's qh bytes 4k..4k+3, whose bit s
-//                             is the fifth bit of element 32s + 4k + t
-//   qs       u8[4][8][64]     pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3, whose
-//                             low nibbles are elements 4k..4k+3 of sub-block 2p and high nibbles
-//                             those of sub-block 2p+1
-struct Q4KPacked {
-  uint16_t d[kGroup];
-  uint16_t dmin[kGroup];
-  uint8_t sc[8][kGroup];
-  uint8_t m[8][kGroup];
-  uint8_t qs[4][8][64];
-};
-static_assert(sizeof(Q4KPacked) == 2368);
-struct Q5KPacked {
-  uint16_t d[kGroup];
-  uint16_t dmin[kGroup];
-  uint8_t sc[8][kGroup];
-  uint8_t m[8][kGroup];
-  uint8_t qh[8][64];
-  uint8_t qs[4][8][64];
-};
-static_assert(sizeof(Q5KPacked) == 2880);
-
-template <class Packed>
-int64_t k32_packed_bytes(int64_t n) noexcept {
-  return n / kQKK * static_cast<int64_t>(sizeof(Packed));
-}
-
-template <class Block, class Packed>
-void k32_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
-  auto* out = static_cast<Packed*>(packed);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    Packed& o = out[i];
-    for (int64_t j = 0; j < kGroup; ++j) {
-      const auto& b = group_block<Block>(w, ws, count, j, i);
-      o.d[j] = j < count ? b.d : 0;
-      o.dmin[j] = j < count ? b.dmin : 0;
-      for (int s = 0; s < 8; ++s) {
-        const ScaleMin sm = kquant_scale_min(b.scales, s);
-        o.sc[s][j] = sm.sc;
-        o.m[s][j] = sm.m;
-      }
-      if constexpr (std::is_same_v<Block, BlockQ5_K>)
-        for (int k = 0; k < 8; ++k) to_lane(o.qh[k], j, b.qh + 4 * k);
-      for (int p = 0; p < 4; ++p)
-        for (int k = 0; k < 8; ++k) to_lane(o.qs[p][k], j, b.qs + 32 * p + 4 * k);
-    }
-  }
-}
-
-template <class Block, class Packed>
-void k32_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Packed*>(packed);
-  auto* out = static_cast<Block*>(row);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const Packed& b = pk[i];
-    Block& o = out[i];
-    o.d = b.d[j];
-    o.dmin = b.dmin[j];
-    uint8_t sc[8], m[8];
-    for (int s = 0; s < 8; ++s) sc[s] = b.sc[s][j], m[s] = b.m[s][j];
-    kquant_pack_scale_mins(sc, m, o.scales);
-    if constexpr (std::is_same_v<Block, BlockQ5_K>)
-      for (int k = 0; k < 8; ++k) from_lane(b.qh[k], j, o.qh + 4 * k);
-    for (int p = 0; p < 4; ++p)
-      for (int k = 0; k < 8; ++k) from_lane(b.qs[p][k], j, o.qs + 32 * p + 4 * k);
-  }
-}
+// The packed layouts, their pack() and unpack(): qgemm_layouts.hpp.
 
 // The integer dots of pair p (sub-blocks 2p and 2p + 1) of R activation rows: i0[r], i1[r].
 template <int R, class Packed>
@@ -204,87 +129,16 @@ void q5k_tile(const Q5KPacked* pk, int64_t count, const void* a, int64_t as, int
 
 // ---- Q2_K, Q3_K, Q6_K: 16-element sub-blocks ----
 //
-// Element 128h + 32k + 4c + t (half h, shift k = 0..3, chunk c = 0..7, t = 0..3) is in lane j's
-// 4 bytes of chunk c of half h, at bit position k of the type's packing; its sub-block is
-// 8h + 2k + (c >= 4). Each type's chunks are adjacent so that the tile reads one stream.
-//
-// Q6_K, per super-block (3360 bytes, exactly the 16 rows' blocks in the file):
-//   d        f16[16]
-//   sc       i8[16][16]       sub-block s, lane j: row j's scale
-//   q        [2][8] chunks    half h, chunk c: {a: ql bytes 64h+4c.., b: ql bytes 64h+32+4c..,
-//                             h: qh bytes 32h+4c..}; quant (k = 0: a's low nibble, 1: b's low,
-//                             2: a's high, 3: b's high) | (qh bits 2k, 2k+1) << 4, offset 32
-//                             (three interleaved streams 512 bytes apart decoded at 9 GB/s
-//                             against 22 for this one)
-// Q3_K (1824 bytes, 3.6% more: the scales are expanded):
-//   d        f16[16]
-//   sc       i8[16][16]       sub-block s, lane j: row j's scale (q3k_scale)
-//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1), hmask
-//                             bytes 4c..}; quant (qs >> 2k) & 3 | (hmask bit 4h+k) << 2, offset 4
-// Q2_K (1344 bytes, exactly the file's):
-//   d, dmin  f16[16] each
-//   sc       u8[16][16]       sub-block s, lane j: row j's scale byte (low nibble scale, high min)
-//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1)};
-//                             quant (qs >> 2k) & 3, taken in place as qs & (3 << 2k), that is
-//                             4^k times the quant: the tile shifts each sub-block's dot back
-//                             (exact: every term is a multiple of 4^k), one shift a sub-block
-//                             and row instead of one a quant vector
-struct Q6KChunk {
-  uint8_t a[64];
-  uint8_t b[64];
-  uint8_t h[64];
-};
-struct Q6KPacked {
-  uint16_t d[kGroup];
-  int8_t sc[16][kGroup];
-  Q6KChunk q[2][8];
-};
-static_assert(sizeof(Q6KPacked) == kGroup * sizeof(BlockQ6_K));
-struct Q3KChunk {
-  uint8_t qs[2][64];
-  uint8_t hm[64];
-};
-struct Q3KPacked {
-  uint16_t d[kGroup];
-  int8_t sc[16][kGroup];
-  Q3KChunk q[8];
-};
-static_assert(sizeof(Q3KPacked) == 1824);
-struct Q2KPacked {
-  uint16_t d[kGroup];
-  uint16_t dmin[kGroup];
-  uint8_t sc[16][kGroup];
-  uint8_t q[8][2][64];
-};
-static_assert(sizeof(Q2KPacked) == kGroup * sizeof(BlockQ2_K));
-
-struct Q6K {
-  using Block = BlockQ6_K;
-  using Packed = Q6KPacked;
+// The layouts (qgemm_layouts.hpp) as the tile reads them: quants() gives the 4 quant vectors
+// (k = 0..3) of chunk c of half h, unsigned, the offset not applied. Q2_K's quants are taken in
+// place as qs & (3 << 2k), that is 4^k times the quant: the tile shifts each sub-block's dot back
+// (exact: every term is a multiple of 4^k), one shift a sub-block and row instead of one a quant
+// vector.
+struct Q6K : Q6KLayout {
   static constexpr int kOffset = 32;
   static constexpr bool kMin = false;
   static constexpr bool kShortDots = false;  // |Σ (q - 32) a| over 16 elements reaches 65536
   static constexpr bool kScaledQuants = false;
-  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
-    o.d[j] = valid ? b.d : 0;
-    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
-    for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < 8; ++c) {
-        to_lane(o.q[h][c].a, j, b.ql + 64 * h + 4 * c);
-        to_lane(o.q[h][c].b, j, b.ql + 64 * h + 32 + 4 * c);
-        to_lane(o.q[h][c].h, j, b.qh + 32 * h + 4 * c);
-      }
-  }
-  static void unpack(const Packed& p, int64_t j, Block& o) {
-    o.d = p.d[j];
-    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
-    for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < 8; ++c) {
-        from_lane(p.q[h][c].a, j, o.ql + 64 * h + 4 * c);
-        from_lane(p.q[h][c].b, j, o.ql + 64 * h + 32 + 4 * c);
-        from_lane(p.q[h][c].h, j, o.qh + 32 * h + 4 * c);
-      }
-  }
   static void quants(const Packed& p, int h, int c, __m512i* q) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
     const __m512i qa = load512(p.q[h][c].a), qb = load512(p.q[h][c].b), qh = load512(p.q[h][c].h);
@@ -297,33 +151,11 @@ struct Q6K {
   static __m512i scale(const Packed& p, int s) { return bytes_to_i32(p.sc[s]); }
 };
 
-struct Q3K {
-  using Block = BlockQ3_K;
-  using Packed = Q3KPacked;
+struct Q3K : Q3KLayout {
   static constexpr int kOffset = 4;
   static constexpr bool kMin = false;
   static constexpr bool kShortDots = false;  // fits (|Σ (q - 4) a| <= 8192), but dpwssd ran prefill 4-6% slower
   static constexpr bool kScaledQuants = false;
-  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
-    o.d[j] = valid ? b.d : 0;
-    for (int s = 0; s < 16; ++s) o.sc[s][j] = static_cast<int8_t>(q3k_scale(b.scales, s));
-    for (int c = 0; c < 8; ++c) {
-      to_lane(o.q[c].qs[0], j, b.qs + 4 * c);
-      to_lane(o.q[c].qs[1], j, b.qs + 32 + 4 * c);
-      to_lane(o.q[c].hm, j, b.hmask + 4 * c);
-    }
-  }
-  static void unpack(const Packed& p, int64_t j, Block& o) {
-    o.d = p.d[j];
-    int sc[16];
-    for (int s = 0; s < 16; ++s) sc[s] = p.sc[s][j];
-    q3k_pack_scales(sc, o.scales);
-    for (int c = 0; c < 8; ++c) {
-      from_lane(p.q[c].qs[0], j, o.qs + 4 * c);
-      from_lane(p.q[c].qs[1], j, o.qs + 32 + 4 * c);
-      from_lane(p.q[c].hm, j, o.hmask + 4 * c);
-    }
-  }
   static void quants(const Packed& p, int h, int c, __m512i* q) {
     const __m512i low2 = _mm512_set1_epi8(0x03);
     const __m512i qs = load512(p.q[c].qs[h]), hm = load512(p.q[c].hm);
@@ -332,31 +164,11 @@ struct Q3K {
   static __m512i scale(const Packed& p, int s) { return bytes_to_i32(p.sc[s]); }
 };
 
-struct Q2K {
-  using Block = BlockQ2_K;
-  using Packed = Q2KPacked;
+struct Q2K : Q2KLayout {
   static constexpr int kOffset = 0;
   static constexpr bool kMin = true;
   static constexpr bool kShortDots = true;  // |Σ q a| <= 16 * 3 * 128
   static constexpr bool kScaledQuants = true;
-  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
-    o.d[j] = valid ? b.d : 0;
-    o.dmin[j] = valid ? b.dmin : 0;
-    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
-    for (int c = 0; c < 8; ++c) {
-      to_lane(o.q[c][0], j, b.qs + 4 * c);
-      to_lane(o.q[c][1], j, b.qs + 32 + 4 * c);
-    }
-  }
-  static void unpack(const Packed& p, int64_t j, Block& o) {
-    o.d = p.d[j];
-    o.dmin = p.dmin[j];
-    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
-    for (int c = 0; c < 8; ++c) {
-      from_lane(p.q[c][0], j, o.qs + 4 * c);
-      from_lane(p.q[c][1], j, o.qs + 32 + 4 * c);
-    }
-  }
   static void quants(const Packed& p, int h, int c, __m512i* q) {
     const __m512i qs = load512(p.q[c][h]);
     for (int k = 0; k < 4; ++k) q[k] = _mm512_and_si512(qs, _mm512_set1_epi8(static_cast<char>(3 << (2 * k))));
@@ -364,26 +176,6 @@ struct Q2K {
   static __m512i scale(const Packed& p, int s) { return _mm512_and_si512(bytes_to_i32(p.sc[s]), _mm512_set1_epi32(0x0F)); }
   static __m512i min(const Packed& p, int s) { return _mm512_srli_epi32(bytes_to_i32(p.sc[s]), 4); }
 };
-
-template <class T>
-int64_t k16_packed_bytes(int64_t n) noexcept {
-  return n / kQKK * static_cast<int64_t>(sizeof(typename T::Packed));
-}
-
-template <class T>
-void k16_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
-  auto* out = static_cast<typename T::Packed*>(packed);
-  for (int64_t i = 0; i < n / kQKK; ++i)
-    for (int64_t j = 0; j < kGroup; ++j) T::pack(group_block<typename T::Block>(w, ws, count, j, i), j < count, j, out[i]);
-}
-
-template <class T>
-void k16_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const typename T::Packed*>(packed);
-  auto* out = static_cast<typename T::Block*>(row);
-  for (int64_t i = 0; i < n / kQKK; ++i) T::unpack(pk[i], j, out[i]);
-}
 
 // R activation rows against one packed group: lane j of acc[r] is row j's chain. Where a
 // sub-block's integer dot fits in 16 bits (kShortDots: Q2_K), one dpwssd multiplies it by

@@ -1,0 +1,271 @@
+// The layouts the CPU backend packs Q4_0 and the K-quants into at load (Layout::cpu_packed): 16
+// weight rows per group, each row's bytes in one 32-bit lane of 64-byte vectors, as the AVX-512
+// tiles read them (qgemm_avx512.cpp, qgemm_kquant_avx512.cpp). Packing and unpacking are plain C++
+// here, so that the file of any ISA can compile them with its own flags.
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/qgemm_tiles.hpp"
+#include "quant/block_formats.hpp"
+
+namespace infer::qgemm_layouts {
+
+using namespace quant;
+
+constexpr int64_t kGroup = 16;  // weight rows per packed group: one per 32-bit lane of a 64-byte vector
+
+// Copies 4 bytes of row j's block to lane j of a packed 64-byte vector, or back.
+inline void to_lane(uint8_t* vec, int64_t j, const uint8_t* src) { std::memcpy(vec + 4 * j, src, 4); }
+inline void from_lane(const uint8_t* vec, int64_t j, uint8_t* dst) { std::memcpy(dst, vec + 4 * j, 4); }
+
+// Block i of weight row j of a group whose rows are ws bytes apart; rows past count repeat the
+// last one (packers give them zero scales, and their outputs are never stored).
+template <class Block>
+inline const Block& group_block(const void* w, int64_t ws, int64_t count, int64_t j, int64_t i) {
+  return reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + (j < count ? j : count - 1) * ws)[i];
+}
+
+// ---- Q4_0 ----
+//
+// Packed group, per block i (288 bytes, as many as the 16 rows' blocks in the file):
+//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
+//   qs   u8[4][64]    vector k, lane j: row j's qs bytes 4k..4k+3, whose low nibbles are
+//                     elements 4k..4k+3 and high nibbles elements 16+4k..16+4k+3
+// Each ISA packs it with its own shuffles (qgemm_tiles::q4_0_unpack restores a row).
+struct Q4Packed {
+  uint16_t d[kGroup];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(Q4Packed) == kGroup * sizeof(BlockQ4_0));
+
+inline int64_t q4_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q4Packed)); }
+
+// ---- Q4_K, Q5_K: 32-element sub-blocks ----
+//
+// Packed group, per super-block i (Q4_K 2368 bytes, 2.8% more than the 16 rows' blocks in the
+// file; Q5_K 2880 bytes, 2.3% more):
+//   d, dmin  f16[16] each     lane j: row j's scales
+//   sc, m    u8[8][16] each   sub-block s, lane j: row j's six-bit scale and min (kquant_scale_min)
+//   qh       u8[8][64]        (Q5_K only) vector k, lane j: row j's qh bytes 4k..4k+3, whose bit s
+//                             is the fifth bit of element 32s + 4k + t
+//   qs       u8[4][8][64]     pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3, whose
+//                             low nibbles are elements 4k..4k+3 of sub-block 2p and high nibbles
+//                             those of sub-block 2p+1
+struct Q4KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[8][kGroup];
+  uint8_t m[8][kGroup];
+  uint8_t qs[4][8][64];
+};
+static_assert(sizeof(Q4KPacked) == 2368);
+struct Q5KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[8][kGroup];
+  uint8_t m[8][kGroup];
+  uint8_t qh[8][64];
+  uint8_t qs[4][8][64];
+};
+static_assert(sizeof(Q5KPacked) == 2880);
+
+template <class Packed>
+int64_t k32_packed_bytes(int64_t n) noexcept {
+  return n / kQKK * static_cast<int64_t>(sizeof(Packed));
+}
+
+template <class Block, class Packed>
+void k32_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
+  auto* out = static_cast<Packed*>(packed);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    Packed& o = out[i];
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = group_block<Block>(w, ws, count, j, i);
+      o.d[j] = j < count ? b.d : 0;
+      o.dmin[j] = j < count ? b.dmin : 0;
+      for (int s = 0; s < 8; ++s) {
+        const ScaleMin sm = kquant_scale_min(b.scales, s);
+        o.sc[s][j] = sm.sc;
+        o.m[s][j] = sm.m;
+      }
+      if constexpr (std::is_same_v<Block, BlockQ5_K>)
+        for (int k = 0; k < 8; ++k) to_lane(o.qh[k], j, b.qh + 4 * k);
+      for (int p = 0; p < 4; ++p)
+        for (int k = 0; k < 8; ++k) to_lane(o.qs[p][k], j, b.qs + 32 * p + 4 * k);
+    }
+  }
+}
+
+template <class Block, class Packed>
+void k32_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Packed*>(packed);
+  auto* out = static_cast<Block*>(row);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const Packed& b = pk[i];
+    Block& o = out[i];
+    o.d = b.d[j];
+    o.dmin = b.dmin[j];
+    uint8_t sc[8], m[8];
+    for (int s = 0; s < 8; ++s) sc[s] = b.sc[s][j], m[s] = b.m[s][j];
+    kquant_pack_scale_mins(sc, m, o.scales);
+    if constexpr (std::is_same_v<Block, BlockQ5_K>)
+      for (int k = 0; k < 8; ++k) from_lane(b.qh[k], j, o.qh + 4 * k);
+    for (int p = 0; p < 4; ++p)
+      for (int k = 0; k < 8; ++k) from_lane(b.qs[p][k], j, o.qs + 32 * p + 4 * k);
+  }
+}
+
+// ---- Q2_K, Q3_K, Q6_K: 16-element sub-blocks ----
+//
+// Element 128h + 32k + 4c + t (half h, shift k = 0..3, chunk c = 0..7, t = 0..3) is in lane j's
+// 4 bytes of chunk c of half h, at bit position k of the type's packing; its sub-block is
+// 8h + 2k + (c >= 4). Each type's chunks are adjacent so that a tile reads one stream.
+//
+// Q6_K, per super-block (3360 bytes, exactly the 16 rows' blocks in the file):
+//   d        f16[16]
+//   sc       i8[16][16]       sub-block s, lane j: row j's scale
+//   q        [2][8] chunks    half h, chunk c: {a: ql bytes 64h+4c.., b: ql bytes 64h+32+4c..,
+//                             h: qh bytes 32h+4c..}; quant (k = 0: a's low nibble, 1: b's low,
+//                             2: a's high, 3: b's high) | (qh bits 2k, 2k+1) << 4, offset 32
+//                             (three interleaved streams 512 bytes apart decoded at 9 GB/s
+//                             against 22 for this one, AVX-512)
+// Q3_K (1824 bytes, 3.6% more: the scales are expanded):
+//   d        f16[16]
+//   sc       i8[16][16]       sub-block s, lane j: row j's scale (q3k_scale)
+//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1), hmask
+//                             bytes 4c..}; quant (qs >> 2k) & 3 | (hmask bit 4h+k) << 2, offset 4
+// Q2_K (1344 bytes, exactly the file's):
+//   d, dmin  f16[16] each
+//   sc       u8[16][16]       sub-block s, lane j: row j's scale byte (low nibble scale, high min)
+//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1)};
+//                             quant (qs >> 2k) & 3
+struct Q6KChunk {
+  uint8_t a[64];
+  uint8_t b[64];
+  uint8_t h[64];
+};
+struct Q6KPacked {
+  uint16_t d[kGroup];
+  int8_t sc[16][kGroup];
+  Q6KChunk q[2][8];
+};
+static_assert(sizeof(Q6KPacked) == kGroup * sizeof(BlockQ6_K));
+struct Q3KChunk {
+  uint8_t qs[2][64];
+  uint8_t hm[64];
+};
+struct Q3KPacked {
+  uint16_t d[kGroup];
+  int8_t sc[16][kGroup];
+  Q3KChunk q[8];
+};
+static_assert(sizeof(Q3KPacked) == 1824);
+struct Q2KPacked {
+  uint16_t d[kGroup];
+  uint16_t dmin[kGroup];
+  uint8_t sc[16][kGroup];
+  uint8_t q[8][2][64];
+};
+static_assert(sizeof(Q2KPacked) == kGroup * sizeof(BlockQ2_K));
+
+// Each 16-element type's block <-> lane j of its packed super-block.
+struct Q6KLayout {
+  using Block = BlockQ6_K;
+  using Packed = Q6KPacked;
+  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
+    o.d[j] = valid ? b.d : 0;
+    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) {
+        to_lane(o.q[h][c].a, j, b.ql + 64 * h + 4 * c);
+        to_lane(o.q[h][c].b, j, b.ql + 64 * h + 32 + 4 * c);
+        to_lane(o.q[h][c].h, j, b.qh + 32 * h + 4 * c);
+      }
+  }
+  static void unpack(const Packed& p, int64_t j, Block& o) {
+    o.d = p.d[j];
+    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) {
+        from_lane(p.q[h][c].a, j, o.ql + 64 * h + 4 * c);
+        from_lane(p.q[h][c].b, j, o.ql + 64 * h + 32 + 4 * c);
+        from_lane(p.q[h][c].h, j, o.qh + 32 * h + 4 * c);
+      }
+  }
+};
+
+struct Q3KLayout {
+  using Block = BlockQ3_K;
+  using Packed = Q3KPacked;
+  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
+    o.d[j] = valid ? b.d : 0;
+    for (int s = 0; s < 16; ++s) o.sc[s][j] = static_cast<int8_t>(q3k_scale(b.scales, s));
+    for (int c = 0; c < 8; ++c) {
+      to_lane(o.q[c].qs[0], j, b.qs + 4 * c);
+      to_lane(o.q[c].qs[1], j, b.qs + 32 + 4 * c);
+      to_lane(o.q[c].hm, j, b.hmask + 4 * c);
+    }
+  }
+  static void unpack(const Packed& p, int64_t j, Block& o) {
+    o.d = p.d[j];
+    int sc[16];
+    for (int s = 0; s < 16; ++s) sc[s] = p.sc[s][j];
+    q3k_pack_scales(sc, o.scales);
+    for (int c = 0; c < 8; ++c) {
+      from_lane(p.q[c].qs[0], j, o.qs + 4 * c);
+      from_lane(p.q[c].qs[1], j, o.qs + 32 + 4 * c);
+      from_lane(p.q[c].hm, j, o.hmask + 4 * c);
+    }
+  }
+};
+
+struct Q2KLayout {
+  using Block = BlockQ2_K;
+  using Packed = Q2KPacked;
+  static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
+    o.d[j] = valid ? b.d : 0;
+    o.dmin[j] = valid ? b.dmin : 0;
+    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
+    for (int c = 0; c < 8; ++c) {
+      to_lane(o.q[c][0], j, b.qs + 4 * c);
+      to_lane(o.q[c][1], j, b.qs + 32 + 4 * c);
+    }
+  }
+  static void unpack(const Packed& p, int64_t j, Block& o) {
+    o.d = p.d[j];
+    o.dmin = p.dmin[j];
+    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
+    for (int c = 0; c < 8; ++c) {
+      from_lane(p.q[c][0], j, o.qs + 4 * c);
+      from_lane(p.q[c][1], j, o.qs + 32 + 4 * c);
+    }
+  }
+};
+
+// T: one of the layouts above (or a type built on one).
+template <class T>
+int64_t k16_packed_bytes(int64_t n) noexcept {
+  return n / kQKK * static_cast<int64_t>(sizeof(typename T::Packed));
+}
+
+template <class T>
+void k16_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQKK == 0);
+  auto* out = static_cast<typename T::Packed*>(packed);
+  for (int64_t i = 0; i < n / kQKK; ++i)
+    for (int64_t j = 0; j < kGroup; ++j) T::pack(group_block<typename T::Block>(w, ws, count, j, i), j < count, j, out[i]);
+}
+
+template <class T>
+void k16_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const typename T::Packed*>(packed);
+  auto* out = static_cast<typename T::Block*>(row);
+  for (int64_t i = 0; i < n / kQKK; ++i) T::unpack(pk[i], j, out[i]);
+}
+
+}  // namespace infer::qgemm_layouts

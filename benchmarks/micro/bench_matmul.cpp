@@ -1,8 +1,10 @@
 // Matmul throughput per weight type on a 2048 x 2048 weight, for 1 and 16 x rows, on every ISA
 // the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
-// decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, F16 and BF16 at TinyLlama-1.1B's shapes (n_in 2048 x n_out
-// 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a serving step sees;
-// rows_per_s is x rows through the whole weight per second. BM_MatmulLoaded: one x row (decode)
+// decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, the K-quants, F16 and BF16 at TinyLlama-1.1B's shapes
+// (n_in 2048 x n_out 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a
+// serving step and a prompt's prefill see, on the file's rows (loaded:0) and as the CPU backend
+// prepares the weight at load on that ISA (loaded:1); rows_per_s is x rows through the whole
+// weight per second. BM_MatmulLoaded: one x row (decode)
 // on every type as the CPU backend prepares weights at load; BM_MatmulStreamed the same from
 // memory. Also the row dequantization and the activation conversion on their own.
 //   build/benchmarks/infer-bench-matmul --benchmark_format=json
@@ -38,15 +40,19 @@ ThreadPool& pool() {
 
 // Times matmul of an n_out x n_in weight of type t with n_rows x rows on `isa`; false (the
 // benchmark skipped) when the CPU lacks the ISA. The weight's size in bytes goes to *weight_bytes.
+// With `packed`, the weight as the CPU backend prepares it at load on that ISA (repacked for the
+// types it repacks there) rather than in the file's rows.
 bool time_matmul(benchmark::State& state, DType t, int64_t n_in, int64_t n_out, int64_t n_rows, CpuIsa isa,
-                 size_t* weight_bytes) {
+                 size_t* weight_bytes, bool packed = false) {
   if (isa > detected_isa()) {
     state.SkipWithError("ISA not supported by this CPU");
     return false;
   }
   test::IsaScope scope(isa);
   auto bytes = test::random_weights(t, n_out, n_in, 1);
-  const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
+  CpuBackend backend(pool());
+  TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, bytes.data());
+  if (packed) w = *backend.prepare_weight(w, Backend::WeightSource::kept);
   const auto x = test::random_floats(static_cast<size_t>(n_rows * n_in), 2);
   std::vector<float> y(static_cast<size_t>(n_rows * n_out));
   for (auto _ : state) {
@@ -74,11 +80,13 @@ void BM_Matmul(benchmark::State& state, DType t) {
 void BM_MatmulTinyLlama(benchmark::State& state, DType t) {
   const int64_t n_in = 2048, n_out = state.range(0), n_rows = state.range(1);
   const auto isa = static_cast<CpuIsa>(state.range(2));
+  const bool packed = state.range(3) != 0;
   size_t bytes = 0;
-  if (!time_matmul(state, t, n_in, n_out, n_rows, isa, &bytes)) return;
+  if (!time_matmul(state, t, n_in, n_out, n_rows, isa, &bytes, packed)) return;
   state.counters["rows_per_s"] = benchmark::Counter(static_cast<double>(n_rows), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(dtype_name(t)) + " " + std::to_string(n_in) + "x" + std::to_string(n_out) +
-                 " rows=" + std::to_string(n_rows) + " " + isa_name(isa) + " threads=" + std::to_string(pool().size()));
+                 " rows=" + std::to_string(n_rows) + " " + isa_name(isa) + (packed ? " as loaded" : " file rows") +
+                 " threads=" + std::to_string(pool().size()));
 }
 
 // Times one x row through `weights` (n_out x n_in, all alike) used in turn; weight_GBps counts
@@ -202,13 +210,12 @@ const int kRegistered = [] {
         ->Arg(256)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
-  for (DType t : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k, DType::f16, DType::bf16}) {
-    const bool half = t == DType::f16 || t == DType::bf16;
-    // Float weights: also the step sizes of a prompt's prefill, where their tiles pay most.
-    const std::vector<int64_t> rows = half ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 128} : std::vector<int64_t>{1, 2, 4, 8, 16, 32};
+  for (DType t : {DType::q4_0, DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::f16,
+                  DType::bf16}) {
+    const std::vector<int64_t> rows{1, 2, 4, 8, 16, 32, 128};
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
-        ->ArgsProduct({{5632, 2048}, rows, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
-        ->ArgNames({"n_out", "rows", "isa"})
+        ->ArgsProduct({{5632, 2048}, rows, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}, {0, 1}})
+        ->ArgNames({"n_out", "rows", "isa", "loaded"})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

@@ -230,9 +230,11 @@ TEST_CASE("batched matmul of the types with tiled kernels equals matmul_ref bit 
 
 TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to 33 rows on every ISA, and their rows back",
           "[matmul][qgemm][backend]") {
+  // Packed on each ISA that packs the type (AVX-512; AVX2 for Q4_0 and the K-quants, into the same
+  // layout), then multiplied on every ISA: a layout packed on one runs on the others.
   ThreadPool pool(2);
   CpuBackend backend(pool);
-  int packed_types = 0;
+  int packed_weights = 0;
   for (const CpuTypeTraits& traits : all_cpu_types()) {
     if (!traits.load_packing) continue;
     const DType t = traits.type;
@@ -241,28 +243,58 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
         const uint64_t seed = 90 + static_cast<uint64_t>(t) * 100 + static_cast<uint64_t>(n_in + n_out);
         const auto bytes = random_weights(t, n_out, n_in, seed, n_out % 2 ? kAnyFiniteHalf : kTypicalScale);
         const TensorView w = TensorView::contiguous(t, 2, {n_in, n_out, 1, 1}, const_cast<uint8_t*>(bytes.data()));
-        const TensorView packed = *backend.prepare_weight(w, Backend::WeightSource::kept);
-        INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out);
-        if (detected_isa() < CpuIsa::avx512) {
-          // Only CPUs with the packing kernel's ISA pack; others read the file's rows.
-          REQUIRE(packed.layout == Layout::rows);
-          REQUIRE(packed.data == w.data);
-          continue;
+        std::vector<uint8_t> first_packing;
+        for (CpuIsa packing_isa : supported_isas()) {
+          IsaScope scope(packing_isa);
+          const TensorView packed = *backend.prepare_weight(w, Backend::WeightSource::kept);
+          INFO(dtype_name(t) << " n_in " << n_in << " n_out " << n_out << " packed on " << isa_name(packing_isa));
+          const QGemmKernel* k = traits.load_packing_for(packing_isa);
+          if (!k) {
+            // Only ISAs with a kernel over the packed layout pack; others read the file's rows.
+            REQUIRE(packed.layout == Layout::rows);
+            REQUIRE(packed.data == w.data);
+            continue;
+          }
+          REQUIRE(packed.layout == Layout::cpu_packed);
+          REQUIRE(packed.data != w.data);
+          ++packed_weights;
+          // Every ISA's packer writes the same bytes (one layout per type).
+          const auto* p = static_cast<const uint8_t*>(packed.data);
+          const std::vector<uint8_t> these(p, p + packed_weight_bytes(*k, w));
+          if (first_packing.empty())
+            first_packing = these;
+          else
+            REQUIRE(these == first_packing);
+          // Every row comes back byte for byte (the embedding and the lower ISAs read them so).
+          std::vector<uint8_t> row(w.row_bytes());
+          for (int64_t o = 0; o < n_out; ++o) {
+            unpack_row(packed, o, row.data());
+            REQUIRE(std::memcmp(row.data(), w.row(o), row.size()) == 0);
+          }
+          require_ref_bits_for_every_row_count(packed, w, seed, pool);
         }
-        REQUIRE(packed.layout == Layout::cpu_packed);
-        REQUIRE(packed.data != w.data);
-        ++packed_types;
-        // Every row comes back byte for byte (the embedding and the lower ISAs read them so).
-        std::vector<uint8_t> row(w.row_bytes());
-        for (int64_t o = 0; o < n_out; ++o) {
-          unpack_row(packed, o, row.data());
-          REQUIRE(std::memcmp(row.data(), w.row(o), row.size()) == 0);
-        }
-        require_ref_bits_for_every_row_count(packed, w, seed, pool);
       }
     }
   }
-  if (detected_isa() >= CpuIsa::avx512) REQUIRE(packed_types > 0);
+  if (detected_isa() >= CpuIsa::avx2) REQUIRE(packed_weights > 0);
+}
+
+TEST_CASE("below AVX-512, Q4_0 and the K-quants pack at load into the AVX-512 kernels' layouts, other types do not",
+          "[matmul][qgemm][dtype]") {
+  for (const CpuTypeTraits& traits : all_cpu_types()) {
+    INFO(dtype_name(traits.type));
+    const QGemmKernel* k2 = traits.load_packing_for(CpuIsa::avx2);
+    const bool shared = traits.type == DType::q4_0 || traits.type == DType::q2_k || traits.type == DType::q3_k ||
+                        traits.type == DType::q4_k || traits.type == DType::q5_k || traits.type == DType::q6_k;
+    REQUIRE((k2 != nullptr) == shared);
+    REQUIRE(traits.load_packing_for(CpuIsa::scalar) == nullptr);
+    REQUIRE(traits.load_packing_for(CpuIsa::avx512) == traits.load_packing);
+    if (!k2) continue;
+    REQUIRE(k2 != traits.load_packing);
+    REQUIRE(k2->unpack != nullptr);
+    REQUIRE(k2->group_rows == traits.load_packing->group_rows);
+    for (int64_t n : {256, 2048}) REQUIRE(k2->packed_bytes(n) == traits.load_packing->packed_bytes(n));
+  }
 }
 
 TEST_CASE("the CPU backend copies the matrices it does not repack into its arena when their source is released",

@@ -136,7 +136,13 @@ TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 and every llama.cpp quan
     INFO(dtype_name(t));
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx2) == k);
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx512) != k);
-    // Packed per call only: the CPU backend packs at load for the AVX-512 tiles alone.
+    // Packed per call: from the file's rows, and for the K-quants from the layout packed at load
+    // (whose own AVX2 kernel, load_packing_avx2, takes the narrower batches).
     REQUIRE(cpu_type_traits(t)->load_packing != k);
+    REQUIRE(cpu_type_traits(t)->load_packing_avx2 != k);
+    REQUIRE((k->pack_loaded != nullptr) == (cpu_type_traits(t)->load_packing_avx2 != nullptr));
   }
+  // Q4_0's AVX2 tile reads the layout it packs at load, the AVX-512 one's.
+  REQUIRE(q4.load_packing_avx2 == &qgemm_q4_0_avx2);
+  REQUIRE(qgemm_q4_0_avx2.pack_loaded == nullptr);
 }

@@ -28,7 +28,7 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::q4_0, .to_float_ref = dequantize_q4_0_ref, .to_float_avx2 = dequantize_q4_0_avx2,
      .from_float = quantize_row_q4_0_ref, .vec_dot_type = DType::q8_0, .dot_ref = qdot_q4_0_ref,
      .dot_avx2 = qdot_q4_0_avx2, .dot_rows_avx2 = qdot_rows_q4_0_avx2, .gemm_avx2 = &qgemm_q4_0_avx2,
-     .gemm_avx512 = &qgemm_q4_0_avx512, .load_packing = &qgemm_q4_0_avx512},
+     .gemm_avx512 = &qgemm_q4_0_avx512, .load_packing = &qgemm_q4_0_avx512, .load_packing_avx2 = &qgemm_q4_0_avx2},
     {.type = DType::q4_1, .to_float_ref = dequantize_q4_1_ref, .to_float_avx2 = dequantize_q4_1_avx2,
      .from_float = quantize_row_q4_1_ref, .vec_dot_type = DType::q8_1, .dot_ref = qdot_q4_1_ref, .dot_avx2 = qdot_q4_1_avx2,
      .dot_rows_avx2 = qdot_rows_q4_1_avx2, .dot_rows_avx512 = qdot_rows_q4_1_avx512,
@@ -49,19 +49,24 @@ constexpr CpuTypeTraits kTable[] = {
     {.type = DType::q8_1, .from_float_activation = quantize_activations_q8_1, .vec_dot_type = DType::q8_1},
     {.type = DType::q2_k, .to_float_ref = dequantize_q2_k_ref, .to_float_avx2 = dequantize_q2_k_avx2,
      .from_float = quantize_row_q2_k_ref, .vec_dot_type = DType::q8_k, .dot_ref = qdot_q2_k_ref, .dot_avx2 = qdot_q2_k_avx2,
-     .gemm_avx2 = &qgemm_q2_k_avx2, .gemm_avx512 = &qgemm_q2_k_avx512, .load_packing = &qgemm_q2_k_avx512},
+     .gemm_avx2 = &qgemm_q2_k_avx2, .gemm_avx512 = &qgemm_q2_k_avx512, .load_packing = &qgemm_q2_k_avx512,
+     .load_packing_avx2 = &qgemm_q2_k_loaded_avx2},
     {.type = DType::q3_k, .to_float_ref = dequantize_q3_k_ref, .to_float_avx2 = dequantize_q3_k_avx2,
      .from_float = quantize_row_q3_k_ref, .vec_dot_type = DType::q8_k, .dot_ref = qdot_q3_k_ref, .dot_avx2 = qdot_q3_k_avx2,
-     .gemm_avx2 = &qgemm_q3_k_avx2, .gemm_avx512 = &qgemm_q3_k_avx512, .load_packing = &qgemm_q3_k_avx512},
+     .gemm_avx2 = &qgemm_q3_k_avx2, .gemm_avx512 = &qgemm_q3_k_avx512, .load_packing = &qgemm_q3_k_avx512,
+     .load_packing_avx2 = &qgemm_q3_k_loaded_avx2},
     {.type = DType::q4_k, .to_float_ref = dequantize_q4_k_ref, .to_float_avx2 = dequantize_q4_k_avx2,
      .from_float = quantize_row_q4_k_ref, .vec_dot_type = DType::q8_k, .dot_ref = qdot_q4_k_ref, .dot_avx2 = qdot_q4_k_avx2,
-     .gemm_avx2 = &qgemm_q4_k_avx2, .gemm_avx512 = &qgemm_q4_k_avx512, .load_packing = &qgemm_q4_k_avx512},
+     .gemm_avx2 = &qgemm_q4_k_avx2, .gemm_avx512 = &qgemm_q4_k_avx512, .load_packing = &qgemm_q4_k_avx512,
+     .load_packing_avx2 = &qgemm_q4_k_loaded_avx2},
     {.type = DType::q5_k, .to_float_ref = dequantize_q5_k_ref, .to_float_avx2 = dequantize_q5_k_avx2,
      .from_float = quantize_row_q5_k_ref, .vec_dot_type = DType::q8_k, .dot_ref = qdot_q5_k_ref, .dot_avx2 = qdot_q5_k_avx2,
-     .gemm_avx2 = &qgemm_q5_k_avx2, .gemm_avx512 = &qgemm_q5_k_avx512, .load_packing = &qgemm_q5_k_avx512},
+     .gemm_avx2 = &qgemm_q5_k_avx2, .gemm_avx512 = &qgemm_q5_k_avx512, .load_packing = &qgemm_q5_k_avx512,
+     .load_packing_avx2 = &qgemm_q5_k_loaded_avx2},
     {.type = DType::q6_k, .to_float_ref = dequantize_q6_k_ref, .to_float_avx2 = dequantize_q6_k_avx2,
      .from_float = quantize_row_q6_k_ref, .vec_dot_type = DType::q8_k, .dot_ref = qdot_q6_k_ref, .dot_avx2 = qdot_q6_k_avx2,
-     .gemm_avx2 = &qgemm_q6_k_avx2, .gemm_avx512 = &qgemm_q6_k_avx512, .load_packing = &qgemm_q6_k_avx512},
+     .gemm_avx2 = &qgemm_q6_k_avx2, .gemm_avx512 = &qgemm_q6_k_avx512, .load_packing = &qgemm_q6_k_avx512,
+     .load_packing_avx2 = &qgemm_q6_k_loaded_avx2},
     {.type = DType::q8_k, .from_float_activation = quantize_activations_q8_k, .vec_dot_type = DType::q8_k},
     {.type = DType::bf16, .to_float_ref = dequantize_bf16_ref, .to_float_avx2 = dequantize_bf16_avx2,
      .from_float = round_activations_bf16, .from_float_activation = round_activations_bf16,
@@ -168,9 +173,9 @@ QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept {
 }
 
 const QGemmKernel* load_packing_for(const TensorView& w) noexcept {
-  if (w.layout != Layout::rows || w.device != Device::cpu || w.n_dims != 2 || active_isa() < CpuIsa::avx512) return nullptr;
+  if (w.layout != Layout::rows || w.device != Device::cpu || w.n_dims != 2) return nullptr;
   const CpuTypeTraits* e = cpu_type_traits(w.dtype);
-  return e ? e->load_packing : nullptr;
+  return e ? e->load_packing_for(active_isa()) : nullptr;
 }
 
 int64_t packed_weight_bytes(const QGemmKernel& k, const TensorView& w) noexcept {
@@ -188,7 +193,8 @@ void pack_weight_groups(const QGemmKernel& k, const TensorView& w, int64_t g0, i
 
 void unpack_row(const TensorView& w, int64_t o, void* row) noexcept {
   assert(w.layout == Layout::cpu_packed);
-  const QGemmKernel& k = *cpu_type_traits(w.dtype)->load_packing;
+  // Every load-packing kernel of a type shares its layout: unpack with one this CPU runs.
+  const QGemmKernel& k = *cpu_type_traits(w.dtype)->load_packing_for(detected_isa());
   const int64_t n_in = w.shape[0];
   k.unpack(static_cast<const uint8_t*>(w.data) + o / k.group_rows * k.packed_bytes(n_in), o % k.group_rows, n_in, row);
 }

@@ -9,11 +9,13 @@
 //  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2, avx512
 //  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx2,
 //                                                                                             avx512*
-//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2,
+//  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2**,
 //                                                                                             avx512*
-//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx512*
-//  Q4_1, Q5_1  ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx512*
-//  Q2_K-Q6_K   ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 avx2,
+//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2,
+//                                                                                             avx512*
+//  Q4_1, Q5_1  ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx2,
+//                                                                                             avx512*
+//  Q2_K-Q6_K   ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 avx2**,
 //                                                                                             avx512*
 //  Q8_1, Q8_K  -           -                  ggml-cpu quantize_row   -             -         -
 //  I8_ROW      ref         per-channel        per-token (int8_rows)   I8_ROW        ref, avx2 avx512
@@ -30,8 +32,9 @@
 //  I8_G64,                 (int8_groups)                                            avx512
 //  I8_G128
 //
-// (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512; the AVX2 tiles
-// pack per call.)
+// (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512. **: and where it
+// has AVX2 only, into the same layout (kernels/cpu/qgemm_layouts.hpp), which AVX2 kernels read
+// (load_packing_avx2); the other AVX2 tiles pack per call.)
 //
 // from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
 // time conversion, model files); from_float_activation converts activation rows as llama.cpp's
@@ -70,6 +73,16 @@ struct CpuTypeTraits {
   // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
   // (Layout::cpu_packed, on CPUs with that kernel's ISA: AVX-512); nullptr: read in place.
   const QGemmKernel* load_packing;
+  // The AVX2 kernel over the same layout (kernels/cpu/qgemm_layouts.hpp: Q4_0 and the K-quants),
+  // which packs on CPUs with AVX2 but not AVX-512 and multiplies a packed weight below AVX-512;
+  // nullptr: below AVX-512 the type stays in its file's layout.
+  const QGemmKernel* load_packing_avx2 = nullptr;
+
+  // The kernel that packs and multiplies this type's weights at load on an ISA, or nullptr.
+  const QGemmKernel* load_packing_for(CpuIsa isa) const noexcept {
+    if (isa >= CpuIsa::avx512) return load_packing;
+    return isa >= CpuIsa::avx2 ? load_packing_avx2 : nullptr;
+  }
 
   // The variants for an ISA (the scalar one below AVX2).
   RowToFloat to_float(CpuIsa isa) const noexcept { return isa >= CpuIsa::avx2 ? to_float_avx2 : to_float_ref; }
@@ -114,7 +127,7 @@ QDotFn qdot_kernel(DType weight, CpuIsa isa) noexcept;
 
 // Weights repacked at load (Layout::cpu_packed; the CPU backend does it, backend/backend.hpp).
 // The kernel that packs weight w for the active ISA, or nullptr when w stays as it is (not a
-// row-layout 2-D matrix of a type with load_packing, or an ISA below the kernel's).
+// row-layout 2-D matrix of a type with a load-packing kernel for that ISA).
 const QGemmKernel* load_packing_for(const TensorView& w) noexcept;
 // Bytes of w packed by k: one packed group per group_rows rows, the last one padded.
 int64_t packed_weight_bytes(const QGemmKernel& k, const TensorView& w) noexcept;

@@ -146,7 +146,9 @@ void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits&
     }
   });
   const int64_t group = k.group_rows, group_bytes = k.packed_bytes(n_in);
-  const bool prepacked = w.layout == Layout::cpu_packed;
+  // Packed at load: read in place, or (k.pack_loaded) packed again per call from the loaded layout.
+  const bool repack = w.layout == Layout::cpu_packed && k.pack_loaded;
+  const bool prepacked = w.layout == Layout::cpu_packed && !repack;
   const auto w_row = static_cast<int64_t>(w.row_bytes());
   const int64_t batch = std::clamp<int64_t>(kGemmPackedBytes / std::max<int64_t>(group_bytes, 1), 1, kMaxGemmBatch);
   const int64_t chunk = k.whole_batch ? std::max<int64_t>(n_rows, 1)
@@ -160,8 +162,13 @@ void matmul_gemm(const QGemmKernel& k, const TensorView& w, const CpuTypeTraits&
         return prepacked ? static_cast<const uint8_t*>(w.data) + g * group_bytes : scratch + (g - g0) * group_bytes;
       };
       const auto rows_of = [&](int64_t g) { return std::min(group, n_out - g * group); };
-      if (!prepacked)
-        for (int64_t g = g0; g < g1; ++g) k.pack(w.row(g * group), w_row, rows_of(g), n_in, scratch + (g - g0) * group_bytes);
+      for (int64_t g = g0; g < g1 && !prepacked; ++g) {
+        uint8_t* dst = scratch + (g - g0) * group_bytes;
+        if (repack)
+          k.pack_loaded(w.data, g * group, rows_of(g), n_in, dst);
+        else
+          k.pack(w.row(g * group), w_row, rows_of(g), n_in, dst);
+      }
       for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const int64_t rows = std::min(chunk, n_rows - r0);
         for (int64_t g = g0; g < g1; ++g)
@@ -212,8 +219,12 @@ void matmul(const TensorView& w, const float* x, int64_t n_rows, int64_t x_strid
   const CpuTypeTraits& wt = *cpu_type_traits(w.dtype);
   const CpuTypeTraits& at = *cpu_type_traits(wt.vec_dot_type);
   if (w.layout == Layout::cpu_packed) {
+    // A wide batch for a kernel that packs per call from the loaded layout; else the layout's
+    // kernel for this ISA; below it (a test's lower ISA), rows unpacked.
     assert(wt.load_packing);
-    if (isa >= CpuIsa::avx512) return matmul_gemm(*wt.load_packing, w, at, x, n_rows, x_stride, y, y_stride, pool);
+    if (const QGemmKernel* k = wt.gemm(isa); k && k->pack_loaded && n_rows >= k->min_rows_loaded)
+      return matmul_gemm(*k, w, at, x, n_rows, x_stride, y, y_stride, pool);
+    if (const QGemmKernel* k = wt.load_packing_for(isa)) return matmul_gemm(*k, w, at, x, n_rows, x_stride, y, y_stride, pool);
   } else if (const QGemmKernel* k = wt.gemm(isa); k && n_rows >= k->min_rows) {
     return matmul_gemm(*k, w, at, x, n_rows, x_stride, y, y_stride, pool);
   }

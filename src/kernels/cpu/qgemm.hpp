@@ -53,6 +53,13 @@ struct QGemmKernel {
   // BF16 kernels convert it to F32): the caller passes it all the rows at once. Otherwise the
   // caller (matmul.cpp) passes the rows in chunks that stay in L2 with a batch of groups.
   bool whole_batch = false;
+  // For a weight the CPU backend packed at load into its type's layout (qgemm_layouts.hpp), which
+  // another kernel reads in place: packed <- rows first..first+count-1 of that weight (at
+  // `loaded`), as pack() gives them from the file's rows; nullptr: none. matmul.cpp takes this
+  // kernel over the loaded layout's one from min_rows_loaded activation rows (the AVX2 K-quants,
+  // whose per-call packing decodes every quant once for a whole batch).
+  void (*pack_loaded)(const void* loaded, int64_t first, int64_t count, int64_t n, void* packed) noexcept = nullptr;
+  int64_t min_rows_loaded = 0;
 };
 
 // The AVX-512 VNNI kernels for every quantized type (kernels/cpu/dtype_traits.hpp lists them per
@@ -105,6 +112,15 @@ extern const QGemmKernel qgemm_q3_k_avx2;
 extern const QGemmKernel qgemm_q4_k_avx2;
 extern const QGemmKernel qgemm_q5_k_avx2;
 extern const QGemmKernel qgemm_q6_k_avx2;
+
+// AVX2 kernels for the K-quants over the layouts the CPU backend packs them into at load
+// (qgemm_kquant_avx2.cpp; the layouts in qgemm_layouts.hpp, shared with the AVX-512 kernels): a
+// weight packed on either ISA runs on both. qgemm_q4_0_avx2 reads Q4_0's shared layout too.
+extern const QGemmKernel qgemm_q2_k_loaded_avx2;
+extern const QGemmKernel qgemm_q3_k_loaded_avx2;
+extern const QGemmKernel qgemm_q4_k_loaded_avx2;
+extern const QGemmKernel qgemm_q5_k_loaded_avx2;
+extern const QGemmKernel qgemm_q6_k_loaded_avx2;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

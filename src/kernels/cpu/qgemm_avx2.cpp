@@ -1,12 +1,12 @@
-// AVX2 tile kernels for every llama.cpp quantized type (interface and the bit-identity argument
-// in qgemm.hpp), for CPUs without AVX-512. Q4_0 and the K-quants put the 8 weight rows of a group
-// in the 8 int32 lanes of a ymm, as the AVX-512 tiles put 16 (qgemm_avx512.cpp): an activation
-// row's 4 quants are broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4
-// unsigned weight quants of each lane into two 16-bit pair sums, which add up in 16 bits and are
-// widened once by vpmaddwd. The order of Q8_0, Q5_0, Q4_1 and Q5_1 needs 8 lanes per pair:
-// register tiles (below).
-// Weights are packed per call (matmul.cpp's scratch), never at load: the decode kernels below
-// AVX-512 read the file's rows.
+// AVX2 tile kernels for the 32-element block types Q4_0, Q8_0, Q5_0, Q4_1 and Q5_1 (interface and
+// the bit-identity argument in qgemm.hpp; the K-quants are in qgemm_kquant_avx2.cpp), for CPUs
+// without AVX-512. Q4_0 reads the layout the CPU backend packs it into at load
+// (qgemm_layouts.hpp), the AVX-512 tile's, as two halves of 8 int32 lanes: an activation row's 4
+// quants are broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4 unsigned
+// weight quants of each lane into two 16-bit pair sums, which add up in 16 bits and are widened
+// once by vpmaddwd. The order of Q8_0, Q5_0, Q4_1 and Q5_1 needs 8 lanes per pair: register tiles
+// (below), packed per call (matmul.cpp's scratch); below AVX-512 their decode reads the file's
+// rows.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/qgemm.hpp"
+#include "kernels/cpu/qgemm_layouts.hpp"
 #include "kernels/cpu/qgemm_tiles.hpp"
 #include "kernels/cpu/quants_avx2.hpp"
 #include "quant/block_formats.hpp"
@@ -29,34 +30,28 @@ using avx2_quants::half;
 using avx2_quants::lane_tree;
 
 constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lane
-constexpr int64_t kKQuantMinRows = 8;  // the K-quant tiles' min_rows (k_kernel)
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
-// The first `count` lanes of v to y (count <= 8).
+// The first `count` lanes of v to y (all 8 when count >= 8).
 inline void store_lanes(float* y, __m256 v, int64_t count) {
-  if (count == kRows) return _mm256_storeu_ps(y, v);
+  if (count >= kRows) return _mm256_storeu_ps(y, v);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   _mm256_maskstore_ps(y, mask, v);
 }
 
-// ---- Q4_0 ----
+// ---- Q4_0: the layout packed at load (qgemm_layouts.hpp), as two halves of 8 lanes ----
 //
-// Packed group, per block i (144 bytes, as many as the 8 rows' blocks in the file):
-//   d    f16[8]       lane j: row j's scale (0 for the rows past count)
-//   qs   u8[4][32]    vector k, lane j: row j's qs bytes 4k..4k+3, whose low nibbles are
-//                     elements 4k..4k+3 and high nibbles elements 16+4k..16+4k+3
-// The weight nibble q (0..15) is the unsigned operand of vpmaddubsw: Σ(q - 8) a = Σ q a - 8 Σ a,
-// the correction from the side data. A 16-bit pair sum is at most 2 * 15 * 127 = 3810 in size,
-// so the 8 of a block add up to at most 30480: no 16-bit sum saturates or wraps.
+// Half hh of a 64-byte vector (bytes 32hh..32hh+31) holds rows 8hh..8hh+7, so one ymm load gives
+// 8 rows' 4 qs bytes. The weight nibble q (0..15) is the unsigned operand of vpmaddubsw:
+// Σ(q - 8) a = Σ q a - 8 Σ a, the correction from the side data. A 16-bit pair sum is at most
+// 2 * 15 * 128 = 3840 in size, so the 8 of a block add up to at most 30720: no 16-bit sum
+// saturates or wraps.
 //
 // Side data of an activation row, per block: {int32 -8 Σa, f32 dA} (qgemm_tiles.hpp).
-struct Q4Packed {
-  uint16_t d[kRows];
-  uint8_t qs[4][32];
-};
-static_assert(sizeof(Q4Packed) == kRows * sizeof(BlockQ4_0));
+using qgemm_layouts::Q4Packed;
+using qgemm_layouts::q4_packed_bytes;
 
 void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
   const auto* ab = static_cast<const BlockQ8_0*>(a);
@@ -71,62 +66,69 @@ void q4_prepare_side(const void* a, void* side, int64_t n) noexcept {
   }
 }
 
-int64_t q4_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q4Packed)); }
-
-// Packs block i of 8 rows; row(j) is row j's first block. Rows m and 4 + m share v[m] (128-bit
-// lanes 0 and 1), and 4x4 transposes of dwords within each 128-bit lane give t[k], lane j =
-// dword k of row j.
+// Packs half hh (rows 8hh..8hh+7) of block i; row(j) is row j's first block. Rows m and 4 + m
+// of the half share v[m] (128-bit lanes 0 and 1), and 4x4 transposes of dwords within each
+// 128-bit lane give t[k], lane j = dword k of row 8hh + j.
 template <class Row>
-inline void q4_pack_block(Row row, int64_t i, Q4Packed& out) {
+inline void q4_pack_half(Row row, int64_t i, int hh, Q4Packed& out) {
   __m256i v[4];
-  for (int m = 0; m < 4; ++m) v[m] = _mm256_set_m128i(load128(row(4 + m)[i].qs), load128(row(m)[i].qs));
+  for (int m = 0; m < 4; ++m)
+    v[m] = _mm256_set_m128i(load128(row(8 * hh + 4 + m)[i].qs), load128(row(8 * hh + m)[i].qs));
   const __m256i a01 = _mm256_unpacklo_epi32(v[0], v[1]), b01 = _mm256_unpackhi_epi32(v[0], v[1]);
   const __m256i a23 = _mm256_unpacklo_epi32(v[2], v[3]), b23 = _mm256_unpackhi_epi32(v[2], v[3]);
   const __m256i t[4] = {_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23), _mm256_unpacklo_epi64(b01, b23),
                         _mm256_unpackhi_epi64(b01, b23)};
-  for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[k]), t[k]);
+  for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[k] + 32 * hh), t[k]);
 }
 
 void q4_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kRows && n % kQK == 0);
+  assert(count >= 1 && count <= qgemm_layouts::kGroup && n % kQK == 0);
   const auto* base = static_cast<const uint8_t*>(w);
   auto* out = static_cast<Q4Packed*>(packed);
   // Rows past count repeat the last row, with scale 0.
   const auto row = [&](int64_t j) { return reinterpret_cast<const BlockQ4_0*>(base + (j < count ? j : count - 1) * ws); };
   for (int64_t i = 0; i < n / kQK; ++i) {
-    q4_pack_block(row, i, out[i]);
-    for (int64_t j = 0; j < kRows; ++j) out[i].d[j] = j < count ? row(j)[i].d : 0;
+    q4_pack_half(row, i, 0, out[i]);
+    q4_pack_half(row, i, 1, out[i]);
+    for (int64_t j = 0; j < qgemm_layouts::kGroup; ++j) out[i].d[j] = j < count ? row(j)[i].d : 0;
   }
 }
 
-// R activation rows against one packed group: lane j of acc[r] is row j's chain for activation
-// row r, acc = fma(I, dW * dA, acc) per block as in the reference.
-template <int R>
-void q4_tile(const Q4Packed* pk, int64_t count, const void* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
-             float* y, int64_t ys) {
+// R activation rows against halves hh0..hh0+H-1 of one packed group: lane j of acc[h][r] is row
+// 8(hh0 + h) + j's chain for activation row r, acc = fma(I, dW * dA, acc) per block as in the
+// reference. A decode step (R = 1) takes both halves in one pass, so it reads one stream.
+template <int R, int H>
+void q4_tile(const Q4Packed* pk, int hh0, const void* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
+             float* y, int64_t ys, int64_t count) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[H][R];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) acc[h][r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    __m256i pairs[R];
-    for (int r = 0; r < R; ++r) pairs[r] = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256i q = load256(pk[i].qs[k]);
-      const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    prefetch_ahead<R>(pk + i, sizeof(Q4Packed));
+    for (int h = 0; h < H; ++h) {
+      const int hh = hh0 + h;
+      __m256i pairs[R];
+      for (int r = 0; r < R; ++r) pairs[r] = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = load256(pk[i].qs[k] + 32 * hh);
+        const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* aq = act_row<BlockQ8_0>(a, as, r)[i].qs;
+          pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_i32(aq + 4 * k))));
+          pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load_i32(aq + 16 + 4 * k))));
+        }
+      }
+      const __m256 dw = _mm256_cvtph_ps(load128(pk[i].d + 8 * hh));
       for (int r = 0; r < R; ++r) {
-        const int8_t* aq = act_row<BlockQ8_0>(a, as, r)[i].qs;
-        pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load_i32(aq + 4 * k))));
-        pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load_i32(aq + 16 + 4 * k))));
+        const Q4Side& s = reinterpret_cast<const Q4Side*>(side + r * ss)[i];
+        const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(pairs[r], ones16), _mm256_set1_epi32(s.c));
+        acc[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(s.d)), acc[h][r]);
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(load128(pk[i].d));
-    for (int r = 0; r < R; ++r) {
-      const Q4Side& s = reinterpret_cast<const Q4Side*>(side + r * ss)[i];
-      const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(pairs[r], ones16), _mm256_set1_epi32(s.c));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(s.d)), acc[r]);
-    }
   }
-  for (int r = 0; r < R; ++r) store_lanes(y + r * ys, acc[r], count);
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) store_lanes(y + r * ys + 8 * (hh0 + h), acc[h][r], count - 8 * (hh0 + h));
 }
 
 void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
@@ -135,7 +137,12 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
   const auto* sb = static_cast<const uint8_t*>(side);
   const auto* ab = static_cast<const uint8_t*>(a);
   by_row_groups(n_a, [&](auto rows, int64_t r) {
-    q4_tile<decltype(rows)::value>(pk, count, ab + r * as, as, sb + r * ss, ss, n, y + r * ys, ys);
+    constexpr int R = decltype(rows)::value;
+    const auto* ar = ab + r * as;
+    const auto* sr = sb + r * ss;
+    if (count <= kRows) return q4_tile<R, 1>(pk, 0, ar, as, sr, ss, n, y + r * ys, ys, count);
+    if constexpr (R <= 2) return q4_tile<R, 2>(pk, 0, ar, as, sr, ss, n, y + r * ys, ys, count);
+    for (int hh = 0; hh < 2; ++hh) q4_tile<R, 1>(pk, hh, ar, as, sr, ss, n, y + r * ys, ys, count);
   });
 }
 
@@ -282,229 +289,13 @@ constexpr QGemmKernel lanes_kernel() {
           lanes_multiply<Block>, nullptr};
 }
 
-// ---- K-quants (Q2_K to Q6_K): the super-block's quants decoded per call ----
-//
-// Packed group, per super-block i (2848 bytes; the weight is packed per call, so room is not
-// the file's):
-//   d, dmin  f16[8] each     lane j: row j's scales (0 for the rows past count; dmin 0 where the
-//                            type has none)
-//   sc       i16x2[16][8]    16-element group t, lane j: row j's scale of the sub-block holding
-//                            t, in both 16-bit halves
-//   coef     i16x2[8][8]     pair u, lane j: row j's coefficients of bsums 2u and 2u + 1: the
-//                            mins (Q2_K, Q4_K, Q5_K) or the offset times the scale (Q3_K 4 sc,
-//                            Q6_K 32 sc)
-//   q        u8[64][32]      vector v, lane j: row j's quants of elements 4v..4v+3, unsigned
-//                            (avx2_quants::kquants)
-// Per 16-element group t and activation row, four vpmaddubsw (weight quants times the broadcast
-// activation quants) add up in 16 bits and one vpmaddwd by the scales widens them: S = Σ sc_t I_t
-// exactly. A 16-bit sum holds 4 pair sums (at most 4 * 2 * 31 * 127 = 31496), Q6_K's 2 (quants to
-// 63: 2 * 2 * 63 * 127 = 32004). C = Σ coef B (B: the Q8_K bsums) by vpmaddwd too: M for the types
-// with mins, and what the offsets take off S for the others.
-struct KPacked {
-  uint16_t d[kRows];
-  uint16_t dmin[kRows];
-  uint32_t sc[16][kRows];
-  uint32_t coef[8][kRows];
-  uint8_t q[64][32];
-};
-static_assert(sizeof(KPacked) == 2848);
-
-inline uint32_t i16_pair(int lo, int hi) { return static_cast<uint16_t>(lo) | uint32_t{static_cast<uint16_t>(hi)} << 16; }
-
-// How a type's float steps run (qdot.hpp): per super-block r = dW * S, r = fma(-dminW, M, r),
-// acc = fma(r, dA, acc) (with_min: Q2_K, Q5_K); acc = fma(dW * (S - C), dA, acc) (offset:
-// Q3_K, Q6_K); or per 64 elements acc = fma(S64, dW * dA, acc), accm = fma(M64, dminW * dA,
-// accm), the result acc - accm (per64: Q4_K).
-enum class KSteps { with_min, offset, per64 };
-
-struct Q2KType {
-  using Block = BlockQ2_K;
-  static constexpr KSteps kSteps = KSteps::with_min;
-  static constexpr int kSums16 = 4;
-  static void scales(const Block& b, int* sc, int* coef) {
-    for (int t = 0; t < 16; ++t) sc[t] = b.scales[t] & 0x0F, coef[t] = b.scales[t] >> 4;
-  }
-  static uint16_t dmin(const Block& b) { return b.dmin; }
-};
-struct Q3KType {
-  using Block = BlockQ3_K;
-  static constexpr KSteps kSteps = KSteps::offset;
-  static constexpr int kSums16 = 4;
-  static void scales(const Block& b, int* sc, int* coef) {
-    for (int t = 0; t < 16; ++t) sc[t] = q3k_scale(b.scales, t), coef[t] = 4 * sc[t];
-  }
-  static uint16_t dmin(const Block&) { return 0; }
-};
-template <class B, KSteps kS>
-struct Q45KType {
-  using Block = B;
-  static constexpr KSteps kSteps = kS;
-  static constexpr int kSums16 = 4;
-  static void scales(const Block& b, int* sc, int* coef) {
-    for (int t = 0; t < 16; ++t) {
-      const ScaleMin sm = kquant_scale_min(b.scales, t / 2);
-      sc[t] = sm.sc, coef[t] = sm.m;
-    }
-  }
-  static uint16_t dmin(const Block& b) { return b.dmin; }
-};
-using Q4KType = Q45KType<BlockQ4_K, KSteps::per64>;
-using Q5KType = Q45KType<BlockQ5_K, KSteps::with_min>;
-struct Q6KType {
-  using Block = BlockQ6_K;
-  static constexpr KSteps kSteps = KSteps::offset;
-  static constexpr int kSums16 = 2;
-  static void scales(const Block& b, int* sc, int* coef) {
-    for (int t = 0; t < 16; ++t) sc[t] = b.scales[t], coef[t] = 32 * sc[t];
-  }
-  static uint16_t dmin(const Block&) { return 0; }
-};
-
-int64_t k_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(KPacked)); }
-
-// out[t] lane j = dword t of in[j].
-inline void transpose8(const __m256i* in, __m256i* out) {
-  __m256i t[8], u[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  for (int k = 0; k < 4; ++k) {
-    out[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
-    out[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
-  }
-}
-
-template <class T>
-void k_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  using Block = typename T::Block;
-  assert(count >= 1 && count <= kRows && n % kQKK == 0);
-  const auto* base = static_cast<const uint8_t*>(w);
-  auto* out = static_cast<KPacked*>(packed);
-  alignas(32) uint8_t rows[kRows][kQKK];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    KPacked& o = out[i];
-    for (int64_t j = 0; j < kRows; ++j) {
-      // Rows past count repeat the last row, with scales 0.
-      const Block& b = reinterpret_cast<const Block*>(base + std::min(j, count - 1) * ws)[i];
-      __m256i q[8];
-      avx2_quants::kquants(b, q);
-      for (int v = 0; v < 8; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(rows[j] + 32 * v), q[v]);
-      int sc[16], coef[16];
-      T::scales(b, sc, coef);
-      for (int t = 0; t < 16; ++t) o.sc[t][j] = i16_pair(sc[t], sc[t]);
-      for (int u = 0; u < 8; ++u) o.coef[u][j] = i16_pair(coef[2 * u], coef[2 * u + 1]);
-      o.d[j] = j < count ? b.d : 0;
-      o.dmin[j] = j < count ? T::dmin(b) : 0;
-    }
-    for (int v = 0; v < 8; ++v) {
-      __m256i in[kRows], t[8];
-      for (int j = 0; j < kRows; ++j) in[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(rows[j] + 32 * v));
-      transpose8(in, t);
-      for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q[8 * v + k]), t[k]);
-    }
-  }
-}
-
-// R activation rows against one packed group: lane j of acc[r] (and accm[r]) is row j's chain.
-template <class T, int R>
-void k_tile(const KPacked* pk, int64_t count, const void* a, int64_t as, int64_t n, float* y, int64_t ys) {
-  __m256 acc[R], accm[R];
-  for (int r = 0; r < R; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const KPacked& b = pk[i];
-    const BlockQ8_K* ab[R];
-    for (int r = 0; r < R; ++r) ab[r] = act_row<BlockQ8_K>(a, as, r) + i;
-    const __m256 dw = _mm256_cvtph_ps(load128(b.d)), dmw = _mm256_cvtph_ps(load128(b.dmin));
-    // C over pairs u0 <= u < u1 of 16-element groups.
-    const auto coef_sum = [&](int r, int u0, int u1) {
-      __m256i c = _mm256_setzero_si256();
-      for (int u = u0; u < u1; ++u)
-        c = _mm256_add_epi32(c, _mm256_madd_epi16(load256(b.coef[u]), _mm256_set1_epi32(load_i32(ab[r]->bsums + 2 * u))));
-      return c;
-    };
-    __m256i s[R];
-    for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_si256();
-#pragma GCC unroll 16
-    for (int t = 0; t < 16; ++t) {
-      const __m256i sc = load256(b.sc[t]);
-#pragma GCC unroll 2
-      for (int h = 0; h < 4 / T::kSums16; ++h) {
-        __m256i sum[R];
-#pragma GCC unroll 4
-        for (int v = 0; v < T::kSums16; ++v) {
-          const int e = 4 * t + h * T::kSums16 + v;  // the vector: elements 4e..4e+3
-          const __m256i q = load256(b.q[e]);
-          for (int r = 0; r < R; ++r) {
-            const __m256i p = _mm256_maddubs_epi16(q, _mm256_set1_epi32(load_i32(ab[r]->qs + 4 * e)));
-            sum[r] = v == 0 ? p : _mm256_add_epi16(sum[r], p);
-          }
-        }
-        for (int r = 0; r < R; ++r) s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(sum[r], sc));
-      }
-      if constexpr (T::kSteps == KSteps::per64) {
-        if (t % 4 == 3) {
-          const int p = t / 4;
-          for (int r = 0; r < R; ++r) {
-            const __m256 da = _mm256_set1_ps(ab[r]->d);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(dw, da), acc[r]);
-            accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(coef_sum(r, 2 * p, 2 * p + 2)), _mm256_mul_ps(dmw, da), accm[r]);
-            s[r] = _mm256_setzero_si256();
-          }
-        }
-      }
-    }
-    if constexpr (T::kSteps == KSteps::with_min) {
-      for (int r = 0; r < R; ++r) {
-        const __m256 res = _mm256_fnmadd_ps(dmw, _mm256_cvtepi32_ps(coef_sum(r, 0, 8)), _mm256_mul_ps(dw, _mm256_cvtepi32_ps(s[r])));
-        acc[r] = _mm256_fmadd_ps(res, _mm256_set1_ps(ab[r]->d), acc[r]);
-      }
-    } else if constexpr (T::kSteps == KSteps::offset) {
-      for (int r = 0; r < R; ++r) {
-        const __m256i st = _mm256_sub_epi32(s[r], coef_sum(r, 0, 8));
-        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_cvtepi32_ps(st)), _mm256_set1_ps(ab[r]->d), acc[r]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    store_lanes(y + r * ys, T::kSteps == KSteps::per64 ? _mm256_sub_ps(acc[r], accm[r]) : acc[r], count);
-}
-
-template <class T>
-void k_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a, int64_t n,
-                float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const KPacked*>(packed);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  by_row_groups(n_a, [&](auto rows, int64_t r) {
-    k_tile<T, decltype(rows)::value>(pk, count, ab + r * as, as, n, y + r * ys, ys);
-  });
-}
-
-// min_rows: the tiles pay from this many activation rows on (packing included), against the
-// dots taking 4 activation rows a pass.
-template <class T>
-constexpr QGemmKernel k_kernel() {
-  return {kKQuantMinRows, kRows, no_side_bytes, no_prepare_side, k_packed_bytes, k_pack<T>, k_multiply<T>, nullptr};
-}
-
 }  // namespace
 
-const QGemmKernel qgemm_q4_0_avx2{2, kRows, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack, q4_multiply,
-                                  q4_0_unpack<Q4Packed>};
+const QGemmKernel qgemm_q4_0_avx2{2, qgemm_layouts::kGroup, q4_side_bytes, q4_prepare_side, q4_packed_bytes, q4_pack,
+                                  q4_multiply, q4_0_unpack<Q4Packed>};
 const QGemmKernel qgemm_q8_0_avx2 = lanes_kernel<BlockQ8_0>();
 const QGemmKernel qgemm_q5_0_avx2 = lanes_kernel<BlockQ5_0>();
 const QGemmKernel qgemm_q4_1_avx2 = lanes_kernel<BlockQ4_1>();
 const QGemmKernel qgemm_q5_1_avx2 = lanes_kernel<BlockQ5_1>();
-const QGemmKernel qgemm_q2_k_avx2 = k_kernel<Q2KType>();
-const QGemmKernel qgemm_q3_k_avx2 = k_kernel<Q3KType>();
-const QGemmKernel qgemm_q4_k_avx2 = k_kernel<Q4KType>();
-const QGemmKernel qgemm_q5_k_avx2 = k_kernel<Q5KType>();
-const QGemmKernel qgemm_q6_k_avx2 = k_kernel<Q6KType>();
 
 }  // namespace infer

@@ -99,9 +99,11 @@ extern const QGemmKernel qgemm_f8_w8a8_avx512;
 // INT8 rows against F32 activations (W8A16, DType::i8_w8a16): the same tiles, qdot_fp8_avx512.cpp.
 extern const QGemmKernel qgemm_i8_w8a16_avx512;
 
-// AVX2 kernels for quantized types (qgemm_avx2.cpp), packed per call: Q4_0 and the K-quants with
-// 8 weight rows in the int32 lanes, Q8_0 with 2 x 4 register tiles of 8-lane chains. Use when the
-// CPU has AVX2, FMA and F16C.
+// AVX2 kernels for quantized types, packed per call (for CPUs with AVX2, FMA and F16C):
+// Q4_0 with 16 weight rows in two halves of 8 int32 lanes, in the layout packed at load
+// (qgemm_avx2.cpp, which also reads it in place); Q8_0, Q5_0, Q4_1 and Q5_1 with 2 x 4 register
+// tiles of 8-lane chains (qgemm_avx2.cpp); the K-quants with 8 weight rows in the lanes and every
+// quant decoded to a byte, from the file's rows or the loaded layout (qgemm_kquant_avx2.cpp).
 extern const QGemmKernel qgemm_q4_0_avx2;
 extern const QGemmKernel qgemm_q8_0_avx2;
 extern const QGemmKernel qgemm_q5_0_avx2;

@@ -96,7 +96,8 @@ void q4_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) 
 
 // R activation rows against halves hh0..hh0+H-1 of one packed group: lane j of acc[h][r] is row
 // 8(hh0 + h) + j's chain for activation row r, acc = fma(I, dW * dA, acc) per block as in the
-// reference. A decode step (R = 1) takes both halves in one pass, so it reads one stream.
+// reference. Up to 2 activation rows (a decode step) take both halves in one pass, so that they
+// read one stream.
 template <int R, int H>
 void q4_tile(const Q4Packed* pk, int hh0, const void* a, int64_t as, const uint8_t* side, int64_t ss, int64_t n,
              float* y, int64_t ys, int64_t count) {

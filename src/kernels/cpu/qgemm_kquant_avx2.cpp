@@ -13,8 +13,8 @@
 //                the result acc - accm
 // with S = Σ_s sc_s I_s, M = Σ_s m_s B_s and C = Σ_s sc_s B_s (B_s: the bsum of sub-block s).
 //
-// A decode step (one activation row) takes both halves of a group in one pass, so it reads one
-// stream, prefetched ahead as the AVX-512 tiles do; a batch takes one half at a time. They unpack
+// Up to 2 activation rows (a decode step) take both halves of a group in one pass, so that they
+// read one stream, prefetched ahead as the AVX-512 tiles do; more take one half at a time. They unpack
 // the quants once per group of up to 4 activation rows. From kKQuantMinRowsLoaded rows on, the
 // tiles of the second part of this file take over (KPacked: every quant decoded to a byte once
 // per call, packed from the file's rows or from the loaded layout).

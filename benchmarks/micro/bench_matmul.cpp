@@ -1,6 +1,6 @@
 // Matmul throughput per weight type on a 2048 x 2048 weight, for 1 and 16 x rows, on every ISA
 // the CPU supports; weight_GBps is the weight data streamed per second (the figure that bounds
-// decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, the K-quants, F16 and BF16 at TinyLlama-1.1B's shapes
+// decoding). BM_MatmulTinyLlama: Q4_0, Q8_0, Q4_1, the K-quants, F16 and BF16 at TinyLlama-1.1B's shapes
 // (n_in 2048 x n_out 5632, the FFN gate/up, and 2048 x 2048, the attention) for the batch sizes a
 // serving step and a prompt's prefill see, on the file's rows (loaded:0) and as the CPU backend
 // prepares the weight at load on that ISA (loaded:1); rows_per_s is x rows through the whole
@@ -210,7 +210,7 @@ const int kRegistered = [] {
         ->Arg(256)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
-  for (DType t : {DType::q4_0, DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::f16,
+  for (DType t : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::f16,
                   DType::bf16}) {
     const std::vector<int64_t> rows{1, 2, 4, 8, 16, 32, 128};
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)

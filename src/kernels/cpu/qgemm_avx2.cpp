@@ -284,10 +284,144 @@ void lanes_multiply(const void* packed, int64_t count, const void*, int64_t, con
   });
 }
 
+// ---- Q8_0, Q4_1 packed at load: the chains in the lanes (qgemm_layouts.hpp) ----
+//
+// Half hh of vector p holds elements 4p..4p+3 of rows 8hh..8hh+7, so lane j of accumulator p is
+// chain p of row 8hh + j (s_p = fma(dW * dA, I_p, s_p) per block), and the rows' trees
+// ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) are vector additions at the end; Q4_1 adds
+// its mins chain, mins = fma(mW, sA, mins), in the lanes too. No horizontal sum, and each quant
+// vector serves 8 rows: per block and 8 rows, 8 x (vpmaddubsw, vpmaddwd, conversion, fma) and
+// the unpacking (Q8_0: the sign trick on w = q ^ 0x80, exact as Q8_0 activations stay within
+// ±127; Q4_1: the nibbles, unsigned). 16 accumulators a pass: one activation row against both
+// halves of the group, or two against one half. This tile takes every batch (infer-bench-matmul's
+// TinyLlama, 2048 x 5632, AVX2, 2 threads, ms, against the file's rows: the dots, from 16 rows the
+// per-call tiles above; a noisy host): Q4_1 1 row 0.41-0.59 -> 0.19-0.25, 8 rows 3.3-4.0 ->
+// 1.3-1.8, 128 rows 31-39 -> 22-28; Q8_0 1 row 0.30-0.55 -> 0.31-0.34, 2 rows 0.72-1.10 ->
+// 0.40-0.55, 8 rows 1.9-4.1 -> 1.6-1.9, 128 rows 24-40 -> 24-31. The per-call tiles packed from
+// this layout ran 128 rows in 27-33 ms.
+template <class Block>
+struct LoadedLanes;
+template <>
+struct LoadedLanes<BlockQ8_0> {
+  using Packed = qgemm_layouts::Q8LanesPacked;
+  using Act = BlockQ8_0;
+  static constexpr bool kMin = false;
+  // Vector p's signed quants w and |w|.
+  struct Weights {
+    __m256i w, abs;
+  };
+  static Weights weights(const Packed& b, int hh, int p) {
+    const __m256i w = _mm256_xor_si256(load256(b.qs[p] + 32 * hh), _mm256_set1_epi8(static_cast<char>(0x80)));
+    return {w, _mm256_sign_epi8(w, w)};
+  }
+  static __m256i dot(const Weights& w, __m256i a4) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(a4, w.w)), _mm256_set1_epi16(1));
+  }
+};
+template <>
+struct LoadedLanes<BlockQ4_1> {
+  using Packed = qgemm_layouts::Q41LanesPacked;
+  using Act = BlockQ8_1;
+  static constexpr bool kMin = true;
+  static __m256i quants(const Packed& b, int hh, int p) {
+    const __m256i v = load256(b.qs[p % 4] + 32 * hh);
+    return _mm256_and_si256(p < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+  }
+  static __m256i weights(const Packed& b, int hh, int p) { return quants(b, hh, p); }
+  static __m256i dot(__m256i q, __m256i a4) { return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a4), _mm256_set1_epi16(1)); }
+};
+
+// R activation rows against halves hh0..hh0+H-1 of one packed group (R * H <= 2: 16 accumulators).
+template <class Block, int R, int H, bool kPrefetch>
+void loaded_lanes_tile(const typename LoadedLanes<Block>::Packed* pk, int hh0, const void* a, int64_t as, int64_t n, float* y,
+                       int64_t ys, int64_t count) {
+  using L = LoadedLanes<Block>;
+  using Act = typename L::Act;
+  __m256 acc[H][R][8], mins[H][R];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) {
+      mins[h][r] = _mm256_setzero_ps();
+      for (int p = 0; p < 8; ++p) acc[h][r][p] = _mm256_setzero_ps();
+    }
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    if constexpr (kPrefetch) prefetch_ahead<R>(pk + i, sizeof(typename L::Packed));
+    for (int h = 0; h < H; ++h) {
+      const int hh = hh0 + h;
+      const __m256 dw = _mm256_cvtph_ps(load128(pk[i].d + kRows * hh));
+      __m256 dd[R];
+      for (int r = 0; r < R; ++r) {
+        const Act& ab = act_row<Act>(a, as, r)[i];
+        dd[r] = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab.d)));
+        if constexpr (L::kMin)
+          mins[h][r] = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(pk[i].m + kRows * hh)), _mm256_set1_ps(half(ab.s)), mins[h][r]);
+      }
+      for (int p = 0; p < 8; ++p) {
+        const auto w = L::weights(pk[i], hh, p);
+        for (int r = 0; r < R; ++r) {
+          const __m256i dot = L::dot(w, _mm256_set1_epi32(load_i32(act_row<Act>(a, as, r)[i].qs + 4 * p)));
+          acc[h][r][p] = _mm256_fmadd_ps(dd[r], _mm256_cvtepi32_ps(dot), acc[h][r][p]);
+        }
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) {
+      const __m256* s = acc[h][r];
+      const __m256 t = _mm256_add_ps(_mm256_add_ps(s[0], s[4]), _mm256_add_ps(s[2], s[6]));
+      const __m256 u = _mm256_add_ps(_mm256_add_ps(s[1], s[5]), _mm256_add_ps(s[3], s[7]));
+      const __m256 tree = _mm256_add_ps(t, u);
+      store_lanes(y + r * ys + kRows * (hh0 + h), L::kMin ? _mm256_add_ps(tree, mins[h][r]) : tree, count - kRows * (hh0 + h));
+    }
+}
+
+// One activation row (a decode step) takes both halves in one pass, reading one stream; pairs of
+// rows one half a pass, the second from cache.
+template <class Block>
+void loaded_lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a,
+                           int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const typename LoadedLanes<Block>::Packed*>(packed);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  int64_t r = 0;
+  for (; r + 2 <= n_a; r += 2) {
+    loaded_lanes_tile<Block, 2, 1, true>(pk, 0, ab + r * as, as, n, y + r * ys, ys, count);
+    if (count > kRows) loaded_lanes_tile<Block, 2, 1, false>(pk, 1, ab + r * as, as, n, y + r * ys, ys, count);
+  }
+  if (r == n_a) return;
+  if (count > kRows)
+    loaded_lanes_tile<Block, 1, 2, true>(pk, 0, ab + r * as, as, n, y + r * ys, ys, count);
+  else
+    loaded_lanes_tile<Block, 1, 1, true>(pk, 0, ab + r * as, as, n, y + r * ys, ys, count);
+}
+
+// Q8_0's per-call tile's groups from the loaded layout: rows first..first+count-1 (first a
+// multiple of 8, count <= 8; lanes past count keep the loaded group's padding, scale 0). Wide
+// batches run that tile: TinyLlama-shape pp512 alternating, the loaded tile 55.6-61.4 tokens/s
+// against 57.0-67.0 for this tile on the file's rows; packed from the loaded layout, level with
+// them (50.9-54.3 against 50.2-53.8, a slower hour). (Q4_1's loaded tile is ahead at every batch.)
+void q8_0_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, void* packed) noexcept {
+  const int hh = static_cast<int>(first % qgemm_layouts::kGroup / kRows);
+  const auto* pk = static_cast<const qgemm_layouts::Q8LanesPacked*>(loaded) + first / qgemm_layouts::kGroup * (n / kQK);
+  auto* out = static_cast<LanesPacked<false>*>(packed);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m256i in[8], q[kRows];
+    for (int p = 0; p < 8; ++p) in[p] = LoadedLanes<BlockQ8_0>::weights(pk[i], hh, p).w;
+    avx2_quants::transpose8(in, q);  // q[j]: row 8hh + j's 32 quants in element order
+    for (int64_t j = 0; j < kRows; ++j) {
+      widen_halves(q[j], out[i].q[j][0], out[i].q[j][1]);
+      _mm256_storeu_ps(out[i].d[j], _mm256_set1_ps(half(pk[i].d[kRows * hh + j])));
+    }
+  }
+}
+
 template <class Block>
 constexpr QGemmKernel lanes_kernel() {
-  return {16, kRows, lanes_side_bytes<Block>, lanes_prepare_side<Block>, lanes_packed_bytes<Block>, lanes_pack<Block>,
-          lanes_multiply<Block>, nullptr};
+  QGemmKernel k{16, kRows, lanes_side_bytes<Block>, lanes_prepare_side<Block>, lanes_packed_bytes<Block>, lanes_pack<Block>,
+                lanes_multiply<Block>, nullptr};
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    k.pack_loaded = q8_0_pack_loaded;
+    k.min_rows_loaded = 32;
+  }
+  return k;
 }
 
 }  // namespace
@@ -298,5 +432,21 @@ const QGemmKernel qgemm_q8_0_avx2 = lanes_kernel<BlockQ8_0>();
 const QGemmKernel qgemm_q5_0_avx2 = lanes_kernel<BlockQ5_0>();
 const QGemmKernel qgemm_q4_1_avx2 = lanes_kernel<BlockQ4_1>();
 const QGemmKernel qgemm_q5_1_avx2 = lanes_kernel<BlockQ5_1>();
+const QGemmKernel qgemm_q8_0_loaded_avx2{1,
+                                         qgemm_layouts::kGroup,
+                                         no_side_bytes,
+                                         no_prepare_side,
+                                         qgemm_layouts::q8_lanes_packed_bytes,
+                                         qgemm_layouts::q8_lanes_pack,
+                                         loaded_lanes_multiply<BlockQ8_0>,
+                                         qgemm_layouts::q8_lanes_unpack};
+const QGemmKernel qgemm_q4_1_loaded_avx2{1,
+                                         qgemm_layouts::kGroup,
+                                         no_side_bytes,
+                                         no_prepare_side,
+                                         qgemm_layouts::q4_1_lanes_packed_bytes,
+                                         qgemm_layouts::q4_1_lanes_pack,
+                                         loaded_lanes_multiply<BlockQ4_1>,
+                                         qgemm_layouts::q4_1_lanes_unpack};
 
 }  // namespace infer

@@ -321,7 +321,8 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 
 // ---- Q8_0 packed at load: the 16 weight rows of a group in the 16 int32 lanes ----
 //
-// Packed group, per block i (544 bytes, as many as the 16 rows' blocks in the file):
+// Packed group (Q8LanesPacked, qgemm_layouts.hpp), per block i (544 bytes, as many as the 16 rows'
+// blocks in the file):
 //   d    f16[16]      lane j: row j's scale (0 for the rows past count)
 //   qs   u8[8][64]    vector p, lane j: row j's quants 4p..4p+3, each + 128 (w ^ 0x80)
 // The tinyBLAS order keeps 8 chains per (weight row, activation row), chain p summing elements
@@ -334,11 +335,7 @@ void q8_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 // the pairs above read the rows in place per call, and a decode step's per-row kernels
 // (qdot_rows_avx512.cpp) spend about 6 instructions a row and block on 34-byte blocks that straddle
 // cache lines.
-struct Q8LanesPacked {
-  uint16_t d[kGroup];
-  uint8_t qs[8][64];
-};
-static_assert(sizeof(Q8LanesPacked) == kGroup * sizeof(BlockQ8_0));
+using qgemm_layouts::Q8LanesPacked;
 
 // The gather offsets of a lanes group's 16 rows, ws bytes apart; rows past count repeat the last
 // one (their scales are packed as 0, their outputs not stored).
@@ -362,20 +359,6 @@ void q8l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed)
     for (int p = 0; p < 8; ++p) {
       const __m512i q = _mm512_i32gather_epi32(offsets, block0 + 2 + 4 * p, 1);
       _mm512_storeu_si512(out[i].qs[p], _mm512_xor_si512(q, flip));
-    }
-  }
-}
-
-void q8l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q8LanesPacked*>(packed);
-  auto* out = static_cast<BlockQ8_0*>(row);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    out[i].d = pk[i].d[j];
-    for (int p = 0; p < 8; ++p) {
-      uint32_t v;
-      std::memcpy(&v, pk[i].qs[p] + 4 * j, 4);
-      v ^= 0x80808080u;
-      std::memcpy(out[i].qs + 4 * p, &v, 4);
     }
   }
 }
@@ -542,17 +525,15 @@ void q50l_multiply(const void* packed, int64_t count, const void* a, int64_t as,
 
 // ---- Q4_1, Q5_1 packed at load: the same lanes, against Q8_1 rows, with the mins in the lanes ----
 //
-// Packed group, per block i (320 / 384 bytes, as many as the 16 rows' blocks in the file):
+// Packed group (Q4_1: Q41LanesPacked, qgemm_layouts.hpp), per block i (320 / 384 bytes, as many as
+// the 16 rows' blocks in the file):
 //   d, m   f16[16] each   lane j: row j's scale and min (0 for the rows past count)
 //   qh     u32[16]        (Q5_1) lane j: row j's fifth bits
 //   qs     u8[4][64]      as Q5_0's
 // The quants are unsigned as stored (Q4_1 the nibbles, Q5_1 with the fifth bit: 0..31), so each
 // dpbusd starts at the bare magic bits. From 4 activation rows the group is unpacked once per call
 // (MinLanesExpanded), as Q5_0's.
-struct Q41LanesPacked {
-  uint16_t d[kGroup], m[kGroup];
-  uint8_t qs[4][64];
-};
+using qgemm_layouts::Q41LanesPacked;
 struct Q51LanesPacked {
   uint16_t d[kGroup], m[kGroup];
   uint32_t qh[kGroup];
@@ -562,7 +543,7 @@ struct MinLanesExpanded {
   uint16_t d[kGroup], m[kGroup];
   uint8_t qs[8][64];
 };
-static_assert(sizeof(Q41LanesPacked) == kGroup * sizeof(BlockQ4_1) && sizeof(Q51LanesPacked) == kGroup * sizeof(BlockQ5_1));
+static_assert(sizeof(Q51LanesPacked) == kGroup * sizeof(BlockQ5_1));
 
 // Vector p of a block's nibbles (low for p < 4, high for p >= 4) of qs vector p mod 4.
 inline __m512i lane_nibbles(const uint8_t (&qs)[4][64], int p) {
@@ -767,11 +748,12 @@ const QGemmKernel qgemm_q5_1_avx512{8, kGroup, no_side_bytes, no_prepare_side, q
 const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q8_packed_bytes, q8_pack, q8_multiply,
                                        nullptr};
 const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack,
-                                         lanes_multiply<Q8Lanes>, q8l_unpack};
+                                         lanes_multiply<Q8Lanes>, qgemm_layouts::q8_lanes_unpack};
 const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, offset_side<16>, q50l_packed_bytes, q50l_pack,
                                          q50l_multiply, q50l_unpack};
 const QGemmKernel qgemm_q4_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ4_1>,
-                                         min_lanes_pack<BlockQ4_1>, min_lanes_multiply<BlockQ4_1>, min_lanes_unpack<BlockQ4_1>};
+                                         min_lanes_pack<BlockQ4_1>, min_lanes_multiply<BlockQ4_1>,
+                                         qgemm_layouts::q4_1_lanes_unpack};
 const QGemmKernel qgemm_q5_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ5_1>,
                                          min_lanes_pack<BlockQ5_1>, min_lanes_multiply<BlockQ5_1>, min_lanes_unpack<BlockQ5_1>};
 

@@ -440,25 +440,6 @@ struct Q6KType {
 
 int64_t kp_packed_bytes(int64_t n) noexcept { return n / kQKK * static_cast<int64_t>(sizeof(KPacked)); }
 
-// out[t] lane j = dword t of in[j].
-inline void transpose8(const __m256i* in, __m256i* out) {
-  __m256i t[8], u[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-  }
-  for (int k = 0; k < 4; ++k) {
-    out[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
-    out[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
-  }
-}
-
 template <class T>
 void kp_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   using Block = typename T::Block;
@@ -484,7 +465,7 @@ void kp_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) 
     for (int v = 0; v < 8; ++v) {
       __m256i in[kLanes], t[8];
       for (int j = 0; j < kLanes; ++j) in[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(rows[j] + 32 * v));
-      transpose8(in, t);
+      avx2_quants::transpose8(in, t);
       for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q[8 * v + k]), t[k]);
     }
   }

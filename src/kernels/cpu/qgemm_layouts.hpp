@@ -1,10 +1,11 @@
-// The layouts the CPU backend packs Q4_0 and the K-quants into at load (Layout::cpu_packed): 16
-// weight rows per group, each row's bytes in one 32-bit lane of 64-byte vectors. One layout for
-// every ISA: the AVX-512 tiles read a vector as 16 int32 lanes (qgemm_avx512.cpp,
-// qgemm_kquant_avx512.cpp), the AVX2 ones as two halves of 8 (qgemm_avx2.cpp,
+// The layouts the CPU backend packs Q4_0, Q8_0, Q4_1 and the K-quants into at load
+// (Layout::cpu_packed): 16 weight rows per group, each row's bytes in one 32-bit lane of 64-byte
+// vectors. One layout for every ISA: the AVX-512 tiles read a vector as 16 int32 lanes
+// (qgemm_avx512.cpp, qgemm_kquant_avx512.cpp), the AVX2 ones as two halves of 8 (qgemm_avx2.cpp,
 // qgemm_kquant_avx2.cpp), so a weight packed on one ISA runs on the other. Packing and unpacking
 // are plain C++ here, compiled into each ISA's file with that file's flags: a CPU without AVX-512
-// packs through its AVX2 kernel's pack(), which never meets an AVX-512 instruction.
+// packs through its AVX2 kernel's pack(), which never meets an AVX-512 instruction. (The AVX-512
+// file packs Q4_0, Q8_0 and Q4_1 with its own gathers, into the same bytes.)
 #pragma once
 
 #include <cassert>
@@ -46,6 +47,82 @@ struct Q4Packed {
 static_assert(sizeof(Q4Packed) == kGroup * sizeof(BlockQ4_0));
 
 inline int64_t q4_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q4Packed)); }
+
+// ---- Q8_0, Q4_1: the 8 tinyBLAS / vec_dot chains of each row in lanes ----
+//
+// Q8_0, per block i (544 bytes, as many as the 16 rows' blocks in the file):
+//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
+//   qs   u8[8][64]    vector p, lane j: row j's quants 4p..4p+3, each + 128 (w ^ 0x80)
+// Q4_1, per block i (320 bytes, likewise):
+//   d, m f16[16] each lane j: row j's scale and min (0 for the rows past count)
+//   qs   u8[4][64]    vector k, lane j: row j's qs bytes 4k..4k+3 (low nibbles: elements
+//                     4k..4k+3, high nibbles: 16 + 4k..16 + 4k + 3), as Q4_0's
+// A tile's vector p of accumulators holds chain p (elements 4p..4p+3 of every block) of the 16
+// rows. The AVX-512 kernels pack with gathers (qgemm_avx512.cpp); these loops are the AVX2
+// kernels' packing, and both ISAs' unpacking.
+struct Q8LanesPacked {
+  uint16_t d[kGroup];
+  uint8_t qs[8][64];
+};
+static_assert(sizeof(Q8LanesPacked) == kGroup * sizeof(BlockQ8_0));
+struct Q41LanesPacked {
+  uint16_t d[kGroup], m[kGroup];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(Q41LanesPacked) == kGroup * sizeof(BlockQ4_1));
+
+inline int64_t q8_lanes_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8LanesPacked)); }
+inline int64_t q4_1_lanes_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q41LanesPacked)); }
+
+inline void q8_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  auto* out = static_cast<Q8LanesPacked*>(packed);
+  for (int64_t i = 0; i < n / kQK; ++i)
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = group_block<BlockQ8_0>(w, ws, count, j, i);
+      out[i].d[j] = j < count ? b.d : 0;
+      for (int p = 0; p < 8; ++p) {
+        uint8_t q[4];
+        for (int t = 0; t < 4; ++t) q[t] = static_cast<uint8_t>(b.qs[4 * p + t] ^ 0x80);
+        to_lane(out[i].qs[p], j, q);
+      }
+    }
+}
+
+inline void q8_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q8LanesPacked*>(packed);
+  auto* out = static_cast<BlockQ8_0*>(row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = pk[i].d[j];
+    for (int p = 0; p < 8; ++p) {
+      uint8_t q[4];
+      from_lane(pk[i].qs[p], j, q);
+      for (int t = 0; t < 4; ++t) out[i].qs[4 * p + t] = static_cast<int8_t>(q[t] ^ 0x80);
+    }
+  }
+}
+
+inline void q4_1_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  auto* out = static_cast<Q41LanesPacked*>(packed);
+  for (int64_t i = 0; i < n / kQK; ++i)
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = group_block<BlockQ4_1>(w, ws, count, j, i);
+      out[i].d[j] = j < count ? b.d : 0;
+      out[i].m[j] = j < count ? b.m : 0;
+      for (int k = 0; k < 4; ++k) to_lane(out[i].qs[k], j, b.qs + 4 * k);
+    }
+}
+
+inline void q4_1_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q41LanesPacked*>(packed);
+  auto* out = static_cast<BlockQ4_1*>(row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = pk[i].d[j];
+    out[i].m = pk[i].m[j];
+    for (int k = 0; k < 4; ++k) from_lane(pk[i].qs[k], j, out[i].qs + 4 * k);
+  }
+}
 
 // ---- Q4_K, Q5_K: 32-element sub-blocks ----
 //

@@ -136,9 +136,9 @@ TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 and every llama.cpp quan
     INFO(dtype_name(t));
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx2) == k);
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx512) != k);
-    // Packed per call: from the file's rows, and for the K-quants from the layout packed at load
-    // (whose own AVX2 kernel, load_packing_avx2, takes the narrower batches; Q4_1's takes every
-    // batch).
+    // Packed per call: from the file's rows, and for the K-quants and Q8_0 from the layout packed
+    // at load (whose own AVX2 kernel, load_packing_avx2, takes the narrower batches; Q4_1's takes
+    // every batch).
     const bool kquant = t == DType::q2_k || t == DType::q3_k || t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
     REQUIRE(cpu_type_traits(t)->load_packing != k);
     REQUIRE(cpu_type_traits(t)->load_packing_avx2 != k);

@@ -60,13 +60,19 @@ inline __m256 half_scales(const uint16_t* d, int hh) {
 }
 
 // 8 bytes (lane j: row j's) in both 16-bit halves of each lane, unsigned or signed.
+// The 8 bytes broadcast to both 128-bit halves (a load, no ALU operation), then one vpshufb puts
+// byte j in both words of lane j: as the low byte of each (unsigned), or as the high byte, which
+// an arithmetic shift brings down with its sign.
+inline __m256i bytes8(const void* p) { return _mm256_castpd_si256(_mm256_broadcast_sd(static_cast<const double*>(p))); }
 inline __m256i dup_words(const uint8_t* p) {
-  const __m256i x = _mm256_cvtepu8_epi32(load64(p));
-  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+  const __m256i low = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
+                                       4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+  return _mm256_shuffle_epi8(bytes8(p), low);
 }
 inline __m256i dup_words(const int8_t* p) {
-  const __m256i x = _mm256_cvtepi8_epi32(load64(p));
-  return _mm256_blend_epi16(x, _mm256_slli_epi32(x, 16), 0xAA);
+  const __m256i high = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,  //
+                                        -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
+  return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes8(p), high), 8);
 }
 // Lane j: {p0[j], p1[j]} as two 16-bit words, unsigned or signed.
 inline __m256i pair_words(const uint8_t* p0, const uint8_t* p1) {
@@ -235,8 +241,7 @@ struct Q2KAvx2 : Q2KLayout {
   static __m256i quant(const Packed& p, int h, int c, int k, int hh) { return bits(load256(p.q[c][h] + 32 * hh), 2 * k, 0x03); }
   // The scale byte's low nibble in both halves of each lane.
   static __m256i scale(const Packed& p, int s, int hh) {
-    const __m256i x = _mm256_and_si256(_mm256_cvtepu8_epi32(load64(p.sc[s] + kLanes * hh)), _mm256_set1_epi32(0x0F));
-    return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+    return _mm256_and_si256(dup_words(p.sc[s] + kLanes * hh), _mm256_set1_epi16(0x0F));
   }
   // The mins (high nibbles) of sub-blocks 2u and 2u + 1.
   static __m256i coef_pair(const Packed& p, int u, int hh) {

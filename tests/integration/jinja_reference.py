@@ -83,10 +83,13 @@ class Comparison:
         self.env = reference_environment()
         self.counts = {"same": 0, "both_raise": 0, "differ": 0}
         self.failures = []
+        self.compiled = {}  # source -> jinja2 Template: compiling costs far more than rendering
 
     def reference(self, source, v):
         try:
-            return self.env.from_string(source).render(**v), None
+            if source not in self.compiled:
+                self.compiled[source] = self.env.from_string(source)
+            return self.compiled[source].render(**v), None
         except RaisedByTemplate as e:
             return None, ("raise_exception", str(e))
         except Exception as e:  # TemplateSyntaxError, TypeError, UndefinedError, SecurityError, ...

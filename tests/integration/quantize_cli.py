@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""infer-quantize against llama-quantize (llama.cpp from scripts/build-llama-cpp, or the bin/
+"""infer-quantize against llama-quantize (the AVX2 build of scripts/build-llama-cpp, or the bin/
 directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
   - every preset (Q4_0 ... Q6_K, the K-quant mixtures, F16, BF16, F32) and, with --pure, every
     type writes the same file byte for byte: metadata, tensor infos and data;
@@ -44,8 +44,11 @@ def run(args, expect_rc=0):
     return err
 
 
+# The AVX2 build: ggml's quantizers are scalar code, so any build writes the same bytes, and the
+# imatrix test needs that build anyway (CI then builds llama.cpp once, not twice).
 llama_bin = os.environ.get("LLAMA_CPP_BIN") or subprocess.run(
-    [os.path.join(root, "scripts/build-llama-cpp")], capture_output=True, text=True, check=True).stdout.split()[-1]
+    [os.path.join(root, "scripts/build-llama-cpp")], capture_output=True, text=True, check=True,
+    env=dict(os.environ, LLAMA_CPP_ISA="avx2")).stdout.split()[-1]
 llama_quantize = os.path.join(llama_bin, "llama-quantize")
 
 presets = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",

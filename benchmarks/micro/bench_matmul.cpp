@@ -210,8 +210,8 @@ const int kRegistered = [] {
         ->Arg(256)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
-  for (DType t : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::f16,
-                  DType::bf16}) {
+  for (DType t : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k, DType::q4_k,
+                  DType::q5_k, DType::q6_k, DType::f16, DType::bf16}) {
     const std::vector<int64_t> rows{1, 2, 4, 8, 16, 32, 128};
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
         ->ArgsProduct({{5632, 2048}, rows, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}, {0, 1}})

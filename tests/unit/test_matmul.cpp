@@ -239,8 +239,8 @@ TEST_CASE("batched matmul of the types with tiled kernels equals matmul_ref bit 
 
 TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to 33 rows on every ISA, and their rows back",
           "[matmul][qgemm][backend]") {
-  // Packed on each ISA that packs the type (AVX-512; AVX2 for Q4_0, Q8_0, Q4_1 and the K-quants,
-  // into the same layout), then multiplied on every ISA: a layout packed on one runs on the others.
+  // Packed on each ISA that packs the type (AVX-512; AVX2 for the quantized types, into the same
+  // layout), then multiplied on every ISA: a layout packed on one runs on the others.
   ThreadPool pool(2);
   CpuBackend backend(pool);
   int packed_weights = 0;
@@ -290,13 +290,13 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
   if (detected_isa() >= CpuIsa::avx2) REQUIRE(packed_weights > 0);
 }
 
-TEST_CASE("below AVX-512, Q4_0, Q8_0, Q4_1 and the K-quants pack at load into the AVX-512 kernels' layouts, others do not",
+TEST_CASE("below AVX-512, the quantized types pack at load into the AVX-512 kernels' layouts, F16 and BF16 do not",
           "[matmul][qgemm][dtype]") {
   for (const CpuTypeTraits& traits : all_cpu_types()) {
     INFO(dtype_name(traits.type));
     const QGemmKernel* k2 = traits.load_packing_for(CpuIsa::avx2);
     const bool shared = traits.type == DType::q4_0 || traits.type == DType::q8_0 || traits.type == DType::q4_1 ||
-                        traits.type == DType::q2_k || traits.type == DType::q3_k ||
+                        traits.type == DType::q5_0 || traits.type == DType::q5_1 || traits.type == DType::q2_k || traits.type == DType::q3_k ||
                         traits.type == DType::q4_k || traits.type == DType::q5_k || traits.type == DType::q6_k;
     REQUIRE((k2 != nullptr) == shared);
     REQUIRE(traits.load_packing_for(CpuIsa::scalar) == nullptr);

@@ -136,14 +136,13 @@ TEST_CASE("the dtype table's gemm(isa) gives F16 / BF16 and every llama.cpp quan
     INFO(dtype_name(t));
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx2) == k);
     REQUIRE(cpu_type_traits(t)->gemm(CpuIsa::avx512) != k);
-    // Packed per call: from the file's rows, and for the K-quants and Q8_0 from the layout packed
-    // at load (whose own AVX2 kernel, load_packing_avx2, takes the narrower batches; Q4_1's takes
-    // every batch).
-    const bool kquant = t == DType::q2_k || t == DType::q3_k || t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    // Packed per call: from the file's rows, and but for Q4_1 and Q5_1 from the layout packed at
+    // load (whose own AVX2 kernel, load_packing_avx2, takes the narrower batches; Q4_1's and
+    // Q5_1's take every batch).
     REQUIRE(cpu_type_traits(t)->load_packing != k);
     REQUIRE(cpu_type_traits(t)->load_packing_avx2 != k);
-    REQUIRE((k->pack_loaded != nullptr) == (kquant || t == DType::q8_0));
-    REQUIRE((cpu_type_traits(t)->load_packing_avx2 != nullptr) == (kquant || t == DType::q8_0 || t == DType::q4_1));
+    REQUIRE(cpu_type_traits(t)->load_packing_avx2 != nullptr);
+    REQUIRE((k->pack_loaded != nullptr) == (t != DType::q4_1 && t != DType::q5_1));
   }
   // Q4_0's AVX2 tile reads the layout it packs at load, the AVX-512 one's.
   REQUIRE(q4.load_packing_avx2 == &qgemm_q4_0_avx2);

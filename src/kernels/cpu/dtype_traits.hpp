@@ -11,11 +11,11 @@
 //                                                                                             avx512*
 //  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2**,
 //                                                                                             avx512*
-//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2,
+//  Q5_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2**,
 //                                                                                             avx512*
 //  Q4_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx2**,
 //                                                                                             avx512*
-//  Q5_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx2,
+//  Q5_1        ref, avx2   llama-quantize     -                       Q8_1          ref, avx2 avx2**,
 //                                                                                             avx512*
 //  Q2_K-Q6_K   ref, avx2   llama-quantize     -                       Q8_K          ref, avx2 avx2**,
 //                                                                                             avx512*
@@ -75,7 +75,7 @@ struct CpuTypeTraits {
   // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
   // (Layout::cpu_packed, on CPUs with that kernel's ISA: AVX-512); nullptr: read in place.
   const QGemmKernel* load_packing;
-  // The AVX2 kernel over the same layout (kernels/cpu/qgemm_layouts.hpp: Q4_0, Q8_0, Q4_1, the K-quants),
+  // The AVX2 kernel over the same layout (kernels/cpu/qgemm_layouts.hpp: every quantized type),
   // which packs on CPUs with AVX2 but not AVX-512 and multiplies a packed weight below AVX-512;
   // nullptr: below AVX-512 the type stays in its file's layout.
   const QGemmKernel* load_packing_avx2 = nullptr;

@@ -123,9 +123,11 @@ extern const QGemmKernel qgemm_q3_k_loaded_avx2;
 extern const QGemmKernel qgemm_q4_k_loaded_avx2;
 extern const QGemmKernel qgemm_q5_k_loaded_avx2;
 extern const QGemmKernel qgemm_q6_k_loaded_avx2;
-// Q8_0 and Q4_1 over their layouts packed at load (qgemm_avx2.cpp): the chains in the lanes.
+// Q8_0, Q4_1, Q5_0 and Q5_1 over their layouts packed at load (qgemm_avx2.cpp): the chains in the lanes.
 extern const QGemmKernel qgemm_q8_0_loaded_avx2;
 extern const QGemmKernel qgemm_q4_1_loaded_avx2;
+extern const QGemmKernel qgemm_q5_0_loaded_avx2;
+extern const QGemmKernel qgemm_q5_1_loaded_avx2;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

@@ -299,23 +299,66 @@ void lanes_multiply(const void* packed, int64_t count, const void*, int64_t, con
 // 1.3-1.8, 128 rows 31-39 -> 22-28; Q8_0 1 row 0.30-0.55 -> 0.31-0.34, 2 rows 0.72-1.10 ->
 // 0.40-0.55, 8 rows 1.9-4.1 -> 1.6-1.9, 128 rows 24-40 -> 24-31. The per-call tiles packed from
 // this layout ran 128 rows in 27-33 ms.
+//
+// Q5_0 and Q5_1 add the fifth bits (qgemm_layouts.hpp: a u32 per lane), 4 more operations a
+// vector: one vpshufb puts the byte holding bits 4p..4p+3 in each byte of its lane, and an and
+// with a compare make each byte's bit a mask. Q5_0's quants are then q - 16 as signed bytes
+// (llama.cpp's: the nibble or'ed with 0xF0 where the fifth bit is clear), through Q8_0's sign
+// trick; Q5_1's are unsigned (0..31), as Q4_1's.
+//
+// values(): vector p's quants as the signed bytes the dot multiplies (pack_loaded widens them).
 template <class Block>
 struct LoadedLanes;
+
+// Vector p's nibbles (low for p < 4, high for p >= 4 of qs vector p mod 4), half hh.
+inline __m256i lane_nibbles(const uint8_t (&qs)[4][64], int hh, int p) {
+  const __m256i v = load256(qs[p % 4] + 32 * hh);
+  return _mm256_and_si256(p < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+}
+
+// Byte t of each lane of half hh: 0xFF where bit 4p + t of the lane's qh word is set.
+inline __m256i fifth_mask(const uint32_t* qh, int hh, int p) {
+  const __m256i byte_of_lane = _mm256_setr_epi32(0x00000000, 0x04040404, 0x08080808, 0x0C0C0C0C, 0x00000000, 0x04040404,
+                                                 0x08080808, 0x0C0C0C0C);
+  const __m256i b = _mm256_shuffle_epi8(load256(qh + kRows * hh), _mm256_add_epi8(byte_of_lane, _mm256_set1_epi8(static_cast<char>(p / 2))));
+  const __m256i bit = _mm256_set1_epi32(p % 2 ? static_cast<int>(0x80402010) : 0x08040201);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+}
+
+// Signed quants w and |w|, through the sign trick.
+struct SignedWeights {
+  __m256i w, abs;
+  explicit SignedWeights(__m256i v) : w(v), abs(_mm256_sign_epi8(v, v)) {}
+  __m256i values() const { return w; }
+  __m256i dot(__m256i a4) const {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs, _mm256_sign_epi8(a4, w)), _mm256_set1_epi16(1));
+  }
+};
+// Unsigned quants (0..31).
+struct UnsignedWeights {
+  __m256i q;
+  explicit UnsignedWeights(__m256i v) : q(v) {}
+  __m256i values() const { return q; }
+  __m256i dot(__m256i a4) const { return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a4), _mm256_set1_epi16(1)); }
+};
+
 template <>
 struct LoadedLanes<BlockQ8_0> {
   using Packed = qgemm_layouts::Q8LanesPacked;
   using Act = BlockQ8_0;
   static constexpr bool kMin = false;
-  // Vector p's signed quants w and |w|.
-  struct Weights {
-    __m256i w, abs;
-  };
-  static Weights weights(const Packed& b, int hh, int p) {
-    const __m256i w = _mm256_xor_si256(load256(b.qs[p] + 32 * hh), _mm256_set1_epi8(static_cast<char>(0x80)));
-    return {w, _mm256_sign_epi8(w, w)};
+  static SignedWeights weights(const Packed& b, int hh, int p) {
+    return SignedWeights(_mm256_xor_si256(load256(b.qs[p] + 32 * hh), _mm256_set1_epi8(static_cast<char>(0x80))));
   }
-  static __m256i dot(const Weights& w, __m256i a4) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(a4, w.w)), _mm256_set1_epi16(1));
+};
+template <>
+struct LoadedLanes<BlockQ5_0> {
+  using Packed = qgemm_layouts::Q50LanesPacked;
+  using Act = BlockQ8_0;
+  static constexpr bool kMin = false;
+  static SignedWeights weights(const Packed& b, int hh, int p) {
+    const __m256i high = _mm256_andnot_si256(fifth_mask(b.qh, hh, p), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    return SignedWeights(_mm256_or_si256(lane_nibbles(b.qs, hh, p), high));
   }
 };
 template <>
@@ -323,12 +366,17 @@ struct LoadedLanes<BlockQ4_1> {
   using Packed = qgemm_layouts::Q41LanesPacked;
   using Act = BlockQ8_1;
   static constexpr bool kMin = true;
-  static __m256i quants(const Packed& b, int hh, int p) {
-    const __m256i v = load256(b.qs[p % 4] + 32 * hh);
-    return _mm256_and_si256(p < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+  static UnsignedWeights weights(const Packed& b, int hh, int p) { return UnsignedWeights(lane_nibbles(b.qs, hh, p)); }
+};
+template <>
+struct LoadedLanes<BlockQ5_1> {
+  using Packed = qgemm_layouts::Q51LanesPacked;
+  using Act = BlockQ8_1;
+  static constexpr bool kMin = true;
+  static UnsignedWeights weights(const Packed& b, int hh, int p) {
+    const __m256i high = _mm256_and_si256(fifth_mask(b.qh, hh, p), _mm256_set1_epi8(0x10));
+    return UnsignedWeights(_mm256_or_si256(lane_nibbles(b.qs, hh, p), high));
   }
-  static __m256i weights(const Packed& b, int hh, int p) { return quants(b, hh, p); }
-  static __m256i dot(__m256i q, __m256i a4) { return _mm256_madd_epi16(_mm256_maddubs_epi16(q, a4), _mm256_set1_epi16(1)); }
 };
 
 // R activation rows against halves hh0..hh0+H-1 of one packed group (R * H <= 2: 16 accumulators).
@@ -358,7 +406,7 @@ void loaded_lanes_tile(const typename LoadedLanes<Block>::Packed* pk, int hh0, c
       for (int p = 0; p < 8; ++p) {
         const auto w = L::weights(pk[i], hh, p);
         for (int r = 0; r < R; ++r) {
-          const __m256i dot = L::dot(w, _mm256_set1_epi32(load_i32(act_row<Act>(a, as, r)[i].qs + 4 * p)));
+          const __m256i dot = w.dot(_mm256_set1_epi32(load_i32(act_row<Act>(a, as, r)[i].qs + 4 * p)));
           acc[h][r][p] = _mm256_fmadd_ps(dd[r], _mm256_cvtepi32_ps(dot), acc[h][r][p]);
         }
       }
@@ -393,18 +441,21 @@ void loaded_lanes_multiply(const void* packed, int64_t count, const void* a, int
     loaded_lanes_tile<Block, 1, 1, true>(pk, 0, ab + r * as, as, n, y + r * ys, ys, count);
 }
 
-// Q8_0's per-call tile's groups from the loaded layout: rows first..first+count-1 (first a
-// multiple of 8, count <= 8; lanes past count keep the loaded group's padding, scale 0). Wide
-// batches run that tile: TinyLlama-shape pp512 alternating, the loaded tile 55.6-61.4 tokens/s
-// against 57.0-67.0 for this tile on the file's rows; packed from the loaded layout, level with
-// them (50.9-54.3 against 50.2-53.8, a slower hour). (Q4_1's loaded tile is ahead at every batch.)
-void q8_0_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, void* packed) noexcept {
+// The per-call tile's groups from the loaded layout: rows first..first+count-1 (first a multiple
+// of 8, count <= 8; lanes past count keep the loaded group's padding, scale 0). Wide batches run
+// that tile: TinyLlama-shape pp512 alternating, Q8_0's loaded tile 55.6-61.4 tokens/s against
+// 57.0-67.0 for this tile on the file's rows; packed from the loaded layout, level with them
+// (50.9-54.3 against 50.2-53.8, a slower hour).
+template <class Block>
+void lanes_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, void* packed) noexcept {
+  using L = LoadedLanes<Block>;
+  static_assert(!L::kMin, "Q4_1's and Q5_1's loaded tiles take every batch");
   const int hh = static_cast<int>(first % qgemm_layouts::kGroup / kRows);
-  const auto* pk = static_cast<const qgemm_layouts::Q8LanesPacked*>(loaded) + first / qgemm_layouts::kGroup * (n / kQK);
+  const auto* pk = static_cast<const typename L::Packed*>(loaded) + first / qgemm_layouts::kGroup * (n / kQK);
   auto* out = static_cast<LanesPacked<false>*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i) {
     __m256i in[8], q[kRows];
-    for (int p = 0; p < 8; ++p) in[p] = LoadedLanes<BlockQ8_0>::weights(pk[i], hh, p).w;
+    for (int p = 0; p < 8; ++p) in[p] = L::weights(pk[i], hh, p).values();
     avx2_quants::transpose8(in, q);  // q[j]: row 8hh + j's 32 quants in element order
     for (int64_t j = 0; j < kRows; ++j) {
       widen_halves(q[j], out[i].q[j][0], out[i].q[j][1]);
@@ -417,9 +468,15 @@ template <class Block>
 constexpr QGemmKernel lanes_kernel() {
   QGemmKernel k{16, kRows, lanes_side_bytes<Block>, lanes_prepare_side<Block>, lanes_packed_bytes<Block>, lanes_pack<Block>,
                 lanes_multiply<Block>, nullptr};
+  // Q4_1's and Q5_1's loaded tiles take every batch (Q5_1, infer-bench-matmul's TinyLlama on AVX2,
+  // ms: 32 rows 5.0 against this tile's 6.7, 128 rows 21.1 against 24.4); Q8_0's and Q5_0's hand
+  // wider batches to this tile (Q5_0, 16 rows: its loaded tile 2.98, this tile packed from it 2.55).
   if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-    k.pack_loaded = q8_0_pack_loaded;
+    k.pack_loaded = lanes_pack_loaded<Block>;
     k.min_rows_loaded = 32;
+  } else if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+    k.pack_loaded = lanes_pack_loaded<Block>;
+    k.min_rows_loaded = 16;
   }
   return k;
 }
@@ -448,5 +505,18 @@ const QGemmKernel qgemm_q4_1_loaded_avx2{1,
                                          qgemm_layouts::q4_1_lanes_pack,
                                          loaded_lanes_multiply<BlockQ4_1>,
                                          qgemm_layouts::q4_1_lanes_unpack};
+template <class Block>
+constexpr QGemmKernel q5_loaded_kernel() {
+  return {1,
+          qgemm_layouts::kGroup,
+          no_side_bytes,
+          no_prepare_side,
+          qgemm_layouts::q5_lanes_packed_bytes<Block>,
+          qgemm_layouts::q5_lanes_pack<Block>,
+          loaded_lanes_multiply<Block>,
+          qgemm_layouts::q5_lanes_unpack<Block>};
+}
+const QGemmKernel qgemm_q5_0_loaded_avx2 = q5_loaded_kernel<BlockQ5_0>();
+const QGemmKernel qgemm_q5_1_loaded_avx2 = q5_loaded_kernel<BlockQ5_1>();
 
 }  // namespace infer

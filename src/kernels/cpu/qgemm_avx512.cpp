@@ -439,22 +439,15 @@ void lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as
 
 // ---- Q5_0 packed at load: the same lanes ----
 //
-// Packed group, per block i (352 bytes, as many as the 16 rows' blocks in the file):
-//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
-//   qh   u32[16]      lane j: row j's fifth bits (bit e: element e's)
-//   qs   u8[4][64]    vector k, lane j: row j's qs bytes 4k..4k+3 (low nibbles: elements 4k..4k+3,
-//                     high nibbles: 16 + 4k..16 + 4k + 3), as Q4_0's
-// Vector p of the unsigned quants q (0..31) is the nibbles of qs vector p mod 4 (low for p < 4,
-// high for p >= 4) or'ed with the fifth bits 4p..4p+3 of qh, spread to bit 4 of each byte by one
-// permutation of a 16-entry table (vpermd reads the index's low 4 bits: qh >> 4p needs no mask).
-// The side data starts each dpbusd at the magic bits less 16 Σa (Q5_0 quants are q - 16); the float
-// steps are Q8_0's tinyBLAS ones, as qdot.hpp lists them for both.
-struct Q50LanesPacked {
-  uint16_t d[kGroup];
-  uint32_t qh[kGroup];
-  uint8_t qs[4][64];
-};
-static_assert(sizeof(Q50LanesPacked) == kGroup * sizeof(BlockQ5_0));
+// Packed group: qgemm_layouts::Q50LanesPacked, per block i the 16 rows' scales, fifth bits (a u32
+// per lane) and qs bytes, as Q4_0's. Vector p of the unsigned quants q (0..31) is the nibbles of
+// qs vector p mod 4 (low for p < 4, high for p >= 4) or'ed with the fifth bits 4p..4p+3 of qh,
+// spread to bit 4 of each byte by one permutation of a 16-entry table (vpermd reads the index's
+// low 4 bits: qh >> 4p needs no mask). The side data starts each dpbusd at the magic bits less
+// 16 Σa (Q5_0 quants are q - 16); the float steps are Q8_0's tinyBLAS ones, as qdot.hpp lists them
+// for both.
+using qgemm_layouts::Q50LanesPacked;
+using qgemm_layouts::Q51LanesPacked;
 
 int64_t q50l_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q50LanesPacked)); }
 
@@ -468,16 +461,6 @@ void q50l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed
     store256(out[i].d, block_scales(block0, offsets, lanes_below(count)));
     _mm512_storeu_si512(out[i].qh, _mm512_i32gather_epi32(offsets, block0 + 2, 1));
     for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out[i].qs[k], _mm512_i32gather_epi32(offsets, block0 + 6 + 4 * k, 1));
-  }
-}
-
-void q50l_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q50LanesPacked*>(packed);
-  auto* out = static_cast<BlockQ5_0*>(row);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    out[i].d = pk[i].d[j];
-    std::memcpy(out[i].qh, &pk[i].qh[j], 4);
-    for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
   }
 }
 
@@ -525,25 +508,17 @@ void q50l_multiply(const void* packed, int64_t count, const void* a, int64_t as,
 
 // ---- Q4_1, Q5_1 packed at load: the same lanes, against Q8_1 rows, with the mins in the lanes ----
 //
-// Packed group (Q4_1: Q41LanesPacked, qgemm_layouts.hpp), per block i (320 / 384 bytes, as many as
-// the 16 rows' blocks in the file):
-//   d, m   f16[16] each   lane j: row j's scale and min (0 for the rows past count)
-//   qh     u32[16]        (Q5_1) lane j: row j's fifth bits
-//   qs     u8[4][64]      as Q5_0's
+// Packed group (Q41LanesPacked, Q51LanesPacked: qgemm_layouts.hpp), per block i (320 / 384 bytes,
+// as many as the 16 rows' blocks in the file): the 16 rows' scales and mins, Q5_1's fifth bits,
+// and the qs bytes as Q5_0's.
 // The quants are unsigned as stored (Q4_1 the nibbles, Q5_1 with the fifth bit: 0..31), so each
 // dpbusd starts at the bare magic bits. From 4 activation rows the group is unpacked once per call
 // (MinLanesExpanded), as Q5_0's.
 using qgemm_layouts::Q41LanesPacked;
-struct Q51LanesPacked {
-  uint16_t d[kGroup], m[kGroup];
-  uint32_t qh[kGroup];
-  uint8_t qs[4][64];
-};
 struct MinLanesExpanded {
   uint16_t d[kGroup], m[kGroup];
   uint8_t qs[8][64];
 };
-static_assert(sizeof(Q51LanesPacked) == kGroup * sizeof(BlockQ5_1));
 
 // Vector p of a block's nibbles (low for p < 4, high for p >= 4) of qs vector p mod 4.
 inline __m512i lane_nibbles(const uint8_t (&qs)[4][64], int p) {
@@ -597,20 +572,6 @@ void min_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* p
     if constexpr (kFifth) _mm512_storeu_si512(out[i].qh, _mm512_i32gather_epi32(offsets, block0 + 4, 1));
     const uint8_t* qs0 = block0 + offsetof(Block, qs);
     for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out[i].qs[k], _mm512_i32gather_epi32(offsets, qs0 + 4 * k, 1));
-  }
-}
-
-template <class Block>
-void min_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_1>;
-  using Packed = std::conditional_t<kFifth, Q51LanesPacked, Q41LanesPacked>;
-  const auto* pk = static_cast<const Packed*>(packed);
-  auto* out = static_cast<Block*>(row);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    out[i].d = pk[i].d[j];
-    out[i].m = pk[i].m[j];
-    if constexpr (kFifth) std::memcpy(out[i].qh, &pk[i].qh[j], 4);
-    for (int k = 0; k < 4; ++k) std::memcpy(out[i].qs + 4 * k, pk[i].qs[k] + 4 * j, 4);
   }
 }
 
@@ -750,11 +711,11 @@ const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q
 const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack,
                                          lanes_multiply<Q8Lanes>, qgemm_layouts::q8_lanes_unpack};
 const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, offset_side<16>, q50l_packed_bytes, q50l_pack,
-                                         q50l_multiply, q50l_unpack};
+                                         q50l_multiply, qgemm_layouts::q5_lanes_unpack<BlockQ5_0>};
 const QGemmKernel qgemm_q4_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ4_1>,
                                          min_lanes_pack<BlockQ4_1>, min_lanes_multiply<BlockQ4_1>,
                                          qgemm_layouts::q4_1_lanes_unpack};
 const QGemmKernel qgemm_q5_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ5_1>,
-                                         min_lanes_pack<BlockQ5_1>, min_lanes_multiply<BlockQ5_1>, min_lanes_unpack<BlockQ5_1>};
+                                         min_lanes_pack<BlockQ5_1>, min_lanes_multiply<BlockQ5_1>, qgemm_layouts::q5_lanes_unpack<BlockQ5_1>};
 
 }  // namespace infer

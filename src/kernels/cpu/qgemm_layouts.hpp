@@ -1,11 +1,11 @@
-// The layouts the CPU backend packs Q4_0, Q8_0, Q4_1 and the K-quants into at load
+// The layouts the CPU backend packs Q4_0, Q8_0, Q4_1, Q5_0, Q5_1 and the K-quants into at load
 // (Layout::cpu_packed): 16 weight rows per group, each row's bytes in one 32-bit lane of 64-byte
 // vectors. One layout for every ISA: the AVX-512 tiles read a vector as 16 int32 lanes
 // (qgemm_avx512.cpp, qgemm_kquant_avx512.cpp), the AVX2 ones as two halves of 8 (qgemm_avx2.cpp,
 // qgemm_kquant_avx2.cpp), so a weight packed on one ISA runs on the other. Packing and unpacking
 // are plain C++ here, compiled into each ISA's file with that file's flags: a CPU without AVX-512
 // packs through its AVX2 kernel's pack(), which never meets an AVX-512 instruction. (The AVX-512
-// file packs Q4_0, Q8_0 and Q4_1 with its own gathers, into the same bytes.)
+// file packs Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 with its own gathers, into the same bytes.)
 #pragma once
 
 #include <cassert>
@@ -120,6 +120,62 @@ inline void q4_1_lanes_unpack(const void* packed, int64_t j, int64_t n, void* ro
   for (int64_t i = 0; i < n / kQK; ++i) {
     out[i].d = pk[i].d[j];
     out[i].m = pk[i].m[j];
+    for (int k = 0; k < 4; ++k) from_lane(pk[i].qs[k], j, out[i].qs + 4 * k);
+  }
+}
+
+// ---- Q5_0, Q5_1: the same lanes, with the fifth bits ----
+//
+// Q5_0, per block i (352 bytes, as many as the 16 rows' blocks in the file):
+//   d    f16[16]      lane j: row j's scale (0 for the rows past count)
+//   qh   u32[16]      lane j: row j's fifth bits (bit e: element e's)
+//   qs   u8[4][64]    as Q4_1's
+// Q5_1 (384 bytes): d and m f16[16] each, as Q4_1's, then qh and qs as Q5_0's. Vector p of the
+// unsigned quants (0..31) is the nibbles of qs vector p mod 4 (low for p < 4, high for p >= 4)
+// with the fifth bits 4p..4p+3 of qh.
+struct Q50LanesPacked {
+  uint16_t d[kGroup];
+  uint32_t qh[kGroup];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(Q50LanesPacked) == kGroup * sizeof(BlockQ5_0));
+struct Q51LanesPacked {
+  uint16_t d[kGroup], m[kGroup];
+  uint32_t qh[kGroup];
+  uint8_t qs[4][64];
+};
+static_assert(sizeof(Q51LanesPacked) == kGroup * sizeof(BlockQ5_1));
+
+template <class Block>
+using Q5LanesPacked = std::conditional_t<std::is_same_v<Block, BlockQ5_1>, Q51LanesPacked, Q50LanesPacked>;
+
+template <class Block>
+inline int64_t q5_lanes_packed_bytes(int64_t n) noexcept {
+  return n / kQK * static_cast<int64_t>(sizeof(Q5LanesPacked<Block>));
+}
+
+template <class Block>
+inline void q5_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup && n % kQK == 0);
+  auto* out = static_cast<Q5LanesPacked<Block>*>(packed);
+  for (int64_t i = 0; i < n / kQK; ++i)
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const auto& b = group_block<Block>(w, ws, count, j, i);
+      out[i].d[j] = j < count ? b.d : 0;
+      if constexpr (std::is_same_v<Block, BlockQ5_1>) out[i].m[j] = j < count ? b.m : 0;
+      std::memcpy(&out[i].qh[j], b.qh, 4);
+      for (int k = 0; k < 4; ++k) to_lane(out[i].qs[k], j, b.qs + 4 * k);
+    }
+}
+
+template <class Block>
+inline void q5_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const Q5LanesPacked<Block>*>(packed);
+  auto* out = static_cast<Block*>(row);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = pk[i].d[j];
+    if constexpr (std::is_same_v<Block, BlockQ5_1>) out[i].m = pk[i].m[j];
+    std::memcpy(out[i].qh, &pk[i].qh[j], 4);
     for (int k = 0; k < 4; ++k) from_lane(pk[i].qs[k], j, out[i].qs + 4 * k);
   }
 }

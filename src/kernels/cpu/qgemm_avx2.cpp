@@ -497,26 +497,19 @@ const QGemmKernel qgemm_q8_0_loaded_avx2{1,
                                          qgemm_layouts::q8_lanes_pack,
                                          loaded_lanes_multiply<BlockQ8_0>,
                                          qgemm_layouts::q8_lanes_unpack};
-const QGemmKernel qgemm_q4_1_loaded_avx2{1,
-                                         qgemm_layouts::kGroup,
-                                         no_side_bytes,
-                                         no_prepare_side,
-                                         qgemm_layouts::q4_1_lanes_packed_bytes,
-                                         qgemm_layouts::q4_1_lanes_pack,
-                                         loaded_lanes_multiply<BlockQ4_1>,
-                                         qgemm_layouts::q4_1_lanes_unpack};
 template <class Block>
-constexpr QGemmKernel q5_loaded_kernel() {
+constexpr QGemmKernel nibble_loaded_kernel() {
   return {1,
           qgemm_layouts::kGroup,
           no_side_bytes,
           no_prepare_side,
-          qgemm_layouts::q5_lanes_packed_bytes<Block>,
-          qgemm_layouts::q5_lanes_pack<Block>,
+          qgemm_layouts::nibble_lanes_packed_bytes<Block>,
+          qgemm_layouts::nibble_lanes_pack<Block>,
           loaded_lanes_multiply<Block>,
-          qgemm_layouts::q5_lanes_unpack<Block>};
+          qgemm_layouts::nibble_lanes_unpack<Block>};
 }
-const QGemmKernel qgemm_q5_0_loaded_avx2 = q5_loaded_kernel<BlockQ5_0>();
-const QGemmKernel qgemm_q5_1_loaded_avx2 = q5_loaded_kernel<BlockQ5_1>();
+const QGemmKernel qgemm_q4_1_loaded_avx2 = nibble_loaded_kernel<BlockQ4_1>();
+const QGemmKernel qgemm_q5_0_loaded_avx2 = nibble_loaded_kernel<BlockQ5_0>();
+const QGemmKernel qgemm_q5_1_loaded_avx2 = nibble_loaded_kernel<BlockQ5_1>();
 
 }  // namespace infer

@@ -449,8 +449,6 @@ void lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as
 using qgemm_layouts::Q50LanesPacked;
 using qgemm_layouts::Q51LanesPacked;
 
-int64_t q50l_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q50LanesPacked)); }
-
 void q50l_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   const auto* base = static_cast<const uint8_t*>(w);
@@ -552,15 +550,10 @@ struct MinExpandedLanes {
 };
 
 template <class Block>
-int64_t min_lanes_packed_bytes(int64_t n) noexcept {
-  return n / kQK * kGroup * static_cast<int64_t>(sizeof(Block));
-}
-
-template <class Block>
 void min_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
   constexpr bool kFifth = std::is_same_v<Block, BlockQ5_1>;
-  using Packed = std::conditional_t<kFifth, Q51LanesPacked, Q41LanesPacked>;
+  using Packed = qgemm_layouts::NibbleLanesPacked<Block>;
   const auto* base = static_cast<const uint8_t*>(w);
   auto* out = static_cast<Packed*>(packed);
   const __m512i offsets = lanes_row_offsets(ws, count);
@@ -710,12 +703,12 @@ const QGemmKernel qgemm_q8_0_avx512{4, kGroup, q8_side_bytes, q8_prepare_side, q
                                        nullptr};
 const QGemmKernel qgemm_q8_0_lanes_avx512{1, kGroup, q8_side_bytes, q8_prepare_side, q8l_packed_bytes, q8l_pack,
                                          lanes_multiply<Q8Lanes>, qgemm_layouts::q8_lanes_unpack};
-const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, offset_side<16>, q50l_packed_bytes, q50l_pack,
-                                         q50l_multiply, qgemm_layouts::q5_lanes_unpack<BlockQ5_0>};
-const QGemmKernel qgemm_q4_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ4_1>,
+const QGemmKernel qgemm_q5_0_lanes_avx512{1, kGroup, q8_side_bytes, offset_side<16>, qgemm_layouts::nibble_lanes_packed_bytes<BlockQ5_0>, q50l_pack,
+                                         q50l_multiply, qgemm_layouts::nibble_lanes_unpack<BlockQ5_0>};
+const QGemmKernel qgemm_q4_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, qgemm_layouts::nibble_lanes_packed_bytes<BlockQ4_1>,
                                          min_lanes_pack<BlockQ4_1>, min_lanes_multiply<BlockQ4_1>,
-                                         qgemm_layouts::q4_1_lanes_unpack};
-const QGemmKernel qgemm_q5_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, min_lanes_packed_bytes<BlockQ5_1>,
-                                         min_lanes_pack<BlockQ5_1>, min_lanes_multiply<BlockQ5_1>, qgemm_layouts::q5_lanes_unpack<BlockQ5_1>};
+                                         qgemm_layouts::nibble_lanes_unpack<BlockQ4_1>};
+const QGemmKernel qgemm_q5_1_lanes_avx512{1, kGroup, no_side_bytes, no_prepare_side, qgemm_layouts::nibble_lanes_packed_bytes<BlockQ5_1>,
+                                         min_lanes_pack<BlockQ5_1>, min_lanes_multiply<BlockQ5_1>, qgemm_layouts::nibble_lanes_unpack<BlockQ5_1>};
 
 }  // namespace infer

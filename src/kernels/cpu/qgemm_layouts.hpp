@@ -72,7 +72,6 @@ struct Q41LanesPacked {
 static_assert(sizeof(Q41LanesPacked) == kGroup * sizeof(BlockQ4_1));
 
 inline int64_t q8_lanes_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q8LanesPacked)); }
-inline int64_t q4_1_lanes_packed_bytes(int64_t n) noexcept { return n / kQK * static_cast<int64_t>(sizeof(Q41LanesPacked)); }
 
 inline void q8_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
@@ -102,28 +101,6 @@ inline void q8_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row)
   }
 }
 
-inline void q4_1_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup && n % kQK == 0);
-  auto* out = static_cast<Q41LanesPacked*>(packed);
-  for (int64_t i = 0; i < n / kQK; ++i)
-    for (int64_t j = 0; j < kGroup; ++j) {
-      const auto& b = group_block<BlockQ4_1>(w, ws, count, j, i);
-      out[i].d[j] = j < count ? b.d : 0;
-      out[i].m[j] = j < count ? b.m : 0;
-      for (int k = 0; k < 4; ++k) to_lane(out[i].qs[k], j, b.qs + 4 * k);
-    }
-}
-
-inline void q4_1_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q41LanesPacked*>(packed);
-  auto* out = static_cast<BlockQ4_1*>(row);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    out[i].d = pk[i].d[j];
-    out[i].m = pk[i].m[j];
-    for (int k = 0; k < 4; ++k) from_lane(pk[i].qs[k], j, out[i].qs + 4 * k);
-  }
-}
-
 // ---- Q5_0, Q5_1: the same lanes, with the fifth bits ----
 //
 // Q5_0, per block i (352 bytes, as many as the 16 rows' blocks in the file):
@@ -146,36 +123,43 @@ struct Q51LanesPacked {
 };
 static_assert(sizeof(Q51LanesPacked) == kGroup * sizeof(BlockQ5_1));
 
+// Q4_1, Q5_0 and Q5_1: their blocks' scales (and mins, and fifth bits) in lanes, the qs bytes as Q4_0's.
 template <class Block>
-using Q5LanesPacked = std::conditional_t<std::is_same_v<Block, BlockQ5_1>, Q51LanesPacked, Q50LanesPacked>;
+using NibbleLanesPacked =
+    std::conditional_t<std::is_same_v<Block, BlockQ4_1>, Q41LanesPacked,
+                       std::conditional_t<std::is_same_v<Block, BlockQ5_1>, Q51LanesPacked, Q50LanesPacked>>;
+template <class Block>
+constexpr bool kHasMin = !std::is_same_v<Block, BlockQ5_0>;
+template <class Block>
+constexpr bool kHasFifth = !std::is_same_v<Block, BlockQ4_1>;
 
 template <class Block>
-inline int64_t q5_lanes_packed_bytes(int64_t n) noexcept {
-  return n / kQK * static_cast<int64_t>(sizeof(Q5LanesPacked<Block>));
+inline int64_t nibble_lanes_packed_bytes(int64_t n) noexcept {
+  return n / kQK * static_cast<int64_t>(sizeof(NibbleLanesPacked<Block>));
 }
 
 template <class Block>
-inline void q5_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+inline void nibble_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
   assert(count >= 1 && count <= kGroup && n % kQK == 0);
-  auto* out = static_cast<Q5LanesPacked<Block>*>(packed);
+  auto* out = static_cast<NibbleLanesPacked<Block>*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i)
     for (int64_t j = 0; j < kGroup; ++j) {
       const auto& b = group_block<Block>(w, ws, count, j, i);
       out[i].d[j] = j < count ? b.d : 0;
-      if constexpr (std::is_same_v<Block, BlockQ5_1>) out[i].m[j] = j < count ? b.m : 0;
-      std::memcpy(&out[i].qh[j], b.qh, 4);
+      if constexpr (kHasMin<Block>) out[i].m[j] = j < count ? b.m : 0;
+      if constexpr (kHasFifth<Block>) std::memcpy(&out[i].qh[j], b.qh, 4);
       for (int k = 0; k < 4; ++k) to_lane(out[i].qs[k], j, b.qs + 4 * k);
     }
 }
 
 template <class Block>
-inline void q5_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* pk = static_cast<const Q5LanesPacked<Block>*>(packed);
+inline void nibble_lanes_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* pk = static_cast<const NibbleLanesPacked<Block>*>(packed);
   auto* out = static_cast<Block*>(row);
   for (int64_t i = 0; i < n / kQK; ++i) {
     out[i].d = pk[i].d[j];
-    if constexpr (std::is_same_v<Block, BlockQ5_1>) out[i].m = pk[i].m[j];
-    std::memcpy(out[i].qh, &pk[i].qh[j], 4);
+    if constexpr (kHasMin<Block>) out[i].m = pk[i].m[j];
+    if constexpr (kHasFifth<Block>) std::memcpy(out[i].qh, &pk[i].qh[j], 4);
     for (int k = 0; k < 4; ++k) from_lane(pk[i].qs[k], j, out[i].qs + 4 * k);
   }
 }

@@ -156,15 +156,18 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 // activations with the side data), in two halves: lo holds bytes 0 and 2 of each 4-byte lane, hi
 // bytes 1 and 3, so two vpmaddwd and one add give each lane its 4 products' sum exactly (where
 // the sign trick's vpsignb, vpmaddubsw and vpmaddwd take three operations on the ports that also
-// convert and multiply). The order still costs a conversion, a multiply and an fma per pair and
-// block: Q8_0 against the dots taking 4 activation rows a pass, one thread, 2048 x 2048, ms: 16
-// rows level (2.90 / 2.88), 32 rows 5.81 -> 5.30; from 16 rows (the packing loses below: 8 rows
-// 1.48 -> 1.69). (The float's magic bits instead of vcvtdq2ps measured slower.) The mins chains
-// (mins = fma(mW, sA, mins) per block) of the tile's 8 pairs run in the lanes of one vector, lane
-// 4k + r for weight row k and activation row r.
+// convert and multiply). The products dW * dA of a pair, one per block, are computed ahead for
+// the whole group of 8 weight rows (one multiply per 8 rows and activation row, into a table in
+// L1 that the tiles read as broadcasts), so that a pair and block cost two vpmaddwd, an add, a
+// conversion and an fma: Q8_0, infer-bench-matmul's TinyLlama (2048 x 5632, AVX2, 2 threads, ms)
+// with the product in the tile: 128 rows 22.9-26.0, 32 rows 6.09. From 16 rows (the packing
+// loses below: 8 rows 1.48 -> 1.69 ms against the dots, one thread, 2048 x 2048). (The float's
+// magic bits instead of vcvtdq2ps measured slower.) The mins chains (mins = fma(mW, sA, mins) per
+// block) of a tile's 8 pairs run in the lanes of one vector, lane 4k + r for weight row k and
+// activation row r.
 //
-// Packed group, per block i (768 bytes, 1024 with mins): per row j, lo and hi (i16[16] each); dW
-// as 8 equal floats (the products dW * dA in one multiply from memory); mW likewise.
+// Packed group, per block i (544 bytes, 576 with mins): per row j, lo and hi (i16[16] each); dW
+// of the 8 rows as floats; mW likewise.
 // Side data of an activation row: per block lo and hi (64 bytes); then dA per block (f32), and
 // sA (Q8_1's d times its quants' sum) per block.
 template <class Block>
@@ -176,15 +179,15 @@ struct LaneType {
 template <bool kMin>
 struct LanesPacked {
   int16_t q[kRows][2][16];
-  float d[kRows][8];
+  float d[kRows];
 };
 template <>
 struct LanesPacked<true> {
   int16_t q[kRows][2][16];
-  float d[kRows][8];
-  float m[kRows][8];
+  float d[kRows];
+  float m[kRows];
 };
-static_assert(sizeof(LanesPacked<false>) == 768 && sizeof(LanesPacked<true>) == 1024);
+static_assert(sizeof(LanesPacked<false>) == 544 && sizeof(LanesPacked<true>) == 576);
 
 inline void widen_halves(__m256i x, int16_t* lo, int16_t* hi) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo), _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8));
@@ -226,60 +229,97 @@ void lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packe
     const auto* row = reinterpret_cast<const Block*>(base + std::min(j, count - 1) * ws);
     for (int64_t i = 0; i < n / kQK; ++i) {
       widen_halves(avx2_quants::quants(row[i]), out[i].q[j][0], out[i].q[j][1]);
-      _mm256_storeu_ps(out[i].d[j], _mm256_set1_ps(j < count ? half(row[i].d) : 0.0f));
-      if constexpr (kMin) _mm256_storeu_ps(out[i].m[j], _mm256_set1_ps(j < count ? half(row[i].m) : 0.0f));
+      out[i].d[j] = j < count ? half(row[i].d) : 0.0f;
+      if constexpr (kMin) out[i].m[j] = j < count ? half(row[i].m) : 0.0f;
     }
   }
 }
 
-// Weight rows j0, j0 + 1 of a packed group against R activation rows: lane p of s[k][r] is the
-// pair's chain, s = fma(dW * dA, I_p, s) per block; then the reference's tree (plus the mins).
+// Blocks whose products dW * dA lanes_multiply computes ahead at a time: with 4 activation rows,
+// a 4 KiB table that stays in L1 beside the blocks' weights and activations.
+constexpr int64_t kLaneScaleBlocks = 32;
+
+// A tile's chains: lane p of s[k][r] is the pair (weight row j0 + k, activation row r)'s chain p;
+// mins its mins chains.
+template <int R>
+struct LaneChains {
+  __m256 s[2][R];
+  __m256 mins;
+};
+
+// Blocks i0..i1-1 of weight rows j0, j0 + 1 against R activation rows: s = fma(dW * dA, I_p, s)
+// per block, the products from dd (dd[((i - i0) * R + r) * 8 + j]: row j, activation row r).
 template <bool kMin, int R>
-void lanes_tile(const LanesPacked<kMin>* pk, int64_t j0, const uint8_t* side, int64_t ss, int64_t n, float* y) {
-  const int64_t nb = n / kQK;
-  const auto scales = [&](int r) { return reinterpret_cast<const float*>(side + r * ss + nb * 64); };
+[[gnu::always_inline]] inline void lanes_tile(const LanesPacked<kMin>* pk, int64_t j0, const uint8_t* side, int64_t ss,
+                                              int64_t nb, int64_t i0, int64_t i1, const float* dd, LaneChains<R>& c) {
   __m256 s[2][R];
   for (int k = 0; k < 2; ++k)
-    for (int r = 0; r < R; ++r) s[k][r] = _mm256_setzero_ps();
-  __m256 mins = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
+    for (int r = 0; r < R; ++r) s[k][r] = c.s[k][r];
+  __m256 mins = c.mins;
+  [[maybe_unused]] const __m256i pick = _mm256_setr_epi32(static_cast<int>(j0), static_cast<int>(j0), static_cast<int>(j0),
+                                                          static_cast<int>(j0), static_cast<int>(j0 + 1), static_cast<int>(j0 + 1),
+                                                          static_cast<int>(j0 + 1), static_cast<int>(j0 + 1));
+  for (int64_t i = i0; i < i1; ++i) {
     for (int r = 0; r < R; ++r) {
       const auto* q = reinterpret_cast<const int16_t*>(side + r * ss) + 32 * i;
-      const __m256 da = _mm256_broadcast_ss(scales(r) + i);
       const __m256i alo = load256(q), ahi = load256(q + 16);
+      const float* ddr = dd + ((i - i0) * R + r) * kRows + j0;
       for (int k = 0; k < 2; ++k) {
         const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(alo, load256(pk[i].q[j0 + k][0])),
                                              _mm256_madd_epi16(ahi, load256(pk[i].q[j0 + k][1])));
-        const __m256 dd = _mm256_mul_ps(_mm256_loadu_ps(pk[i].d[j0 + k]), da);
-        s[k][r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(dot), s[k][r]);
+        s[k][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(ddr + k), _mm256_cvtepi32_ps(dot), s[k][r]);
       }
     }
     if constexpr (kMin) {
-      const __m256 mw = _mm256_blend_ps(_mm256_loadu_ps(pk[i].m[j0]), _mm256_loadu_ps(pk[i].m[j0 + 1]), 0xF0);
-      const __m128 sa = _mm_setr_ps(scales(0)[nb + i], R > 1 ? scales(1)[nb + i] : 0.0f, R > 2 ? scales(2)[nb + i] : 0.0f,
-                                    R > 3 ? scales(3)[nb + i] : 0.0f);
-      mins = _mm256_fmadd_ps(mw, _mm256_set_m128(sa, sa), mins);
+      const auto sa = [&](int r) { return reinterpret_cast<const float*>(side + r * ss + nb * 64)[nb + i]; };
+      const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(pk[i].m), pick);
+      const __m128 sa4 = _mm_setr_ps(sa(0), R > 1 ? sa(1) : 0.0f, R > 2 ? sa(2) : 0.0f, R > 3 ? sa(3) : 0.0f);
+      mins = _mm256_fmadd_ps(mw, _mm256_set_m128(sa4, sa4), mins);
     }
   }
-  alignas(32) float m[8];
-  _mm256_store_ps(m, mins);
   for (int k = 0; k < 2; ++k)
-    for (int r = 0; r < R; ++r) y[2 * r + k] = kMin ? lane_tree(s[k][r]) + m[4 * k + r] : lane_tree(s[k][r]);
+    for (int r = 0; r < R; ++r) c.s[k][r] = s[k][r];
+  c.mins = mins;
 }
 
+// Per group of R activation rows: the group's chains, advanced kLaneScaleBlocks blocks at a time
+// (the products for those blocks first, then each tile); then the reference's tree (plus the mins).
 template <class Block>
 void lanes_multiply(const void* packed, int64_t count, const void*, int64_t, const void* side, int64_t ss, int64_t n_a,
                     int64_t n, float* y, int64_t ys) noexcept {
   constexpr bool kMin = LaneType<Block>::kMin;
   const auto* pk = static_cast<const LanesPacked<kMin>*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
-  by_row_groups(n_a, [&](auto rows, int64_t r) {
+  const int64_t nb = n / kQK;
+  by_row_groups(n_a, [&](auto rows, int64_t r0) {
     constexpr int R = decltype(rows)::value;
+    const uint8_t* sr = sb + r0 * ss;
+    LaneChains<R> chains[kRows / 2];
+    for (auto& c : chains) {
+      for (int k = 0; k < 2; ++k)
+        for (int r = 0; r < R; ++r) c.s[k][r] = _mm256_setzero_ps();
+      c.mins = _mm256_setzero_ps();
+    }
+    alignas(32) float dd[kLaneScaleBlocks * R * kRows];
+    for (int64_t i0 = 0; i0 < nb; i0 += kLaneScaleBlocks) {
+      const int64_t i1 = std::min(nb, i0 + kLaneScaleBlocks);
+      for (int64_t i = i0; i < i1; ++i) {
+        const __m256 dw = _mm256_loadu_ps(pk[i].d);
+        for (int r = 0; r < R; ++r) {
+          const float da = reinterpret_cast<const float*>(sr + r * ss + nb * 64)[i];
+          _mm256_store_ps(dd + ((i - i0) * R + r) * kRows, _mm256_mul_ps(dw, _mm256_set1_ps(da)));
+        }
+      }
+      for (int64_t j = 0; j < count; j += 2) lanes_tile<kMin, R>(pk, j, sr, ss, nb, i0, i1, dd, chains[j / 2]);
+    }
     for (int64_t j = 0; j < count; j += 2) {
-      float out[R * 2];
-      lanes_tile<kMin, R>(pk, j, sb + r * ss, ss, n, out);
+      alignas(32) float m[8];
+      _mm256_store_ps(m, chains[j / 2].mins);
       for (int64_t k = 0; k < std::min<int64_t>(2, count - j); ++k)
-        for (int rr = 0; rr < R; ++rr) y[(r + rr) * ys + j + k] = out[2 * rr + k];
+        for (int r = 0; r < R; ++r) {
+          const float tree = lane_tree(chains[j / 2].s[k][r]);
+          y[(r0 + r) * ys + j + k] = kMin ? tree + m[4 * k + r] : tree;
+        }
     }
   });
 }
@@ -459,8 +499,8 @@ void lanes_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, vo
     avx2_quants::transpose8(in, q);  // q[j]: row 8hh + j's 32 quants in element order
     for (int64_t j = 0; j < kRows; ++j) {
       widen_halves(q[j], out[i].q[j][0], out[i].q[j][1]);
-      _mm256_storeu_ps(out[i].d[j], _mm256_set1_ps(half(pk[i].d[kRows * hh + j])));
     }
+    _mm256_storeu_ps(out[i].d, _mm256_cvtph_ps(load128(pk[i].d + kRows * hh)));
   }
 }
 

@@ -85,8 +85,8 @@ class Backend {
 
 // The CPU backend: host memory and a thread pool (borrowed; the pool outlives the backend).
 // prepare_weight() repacks the matrices of the types with a load-packing kernel for the ISA
-// (kernels/cpu/dtype_traits.hpp: every GGUF type but F32 on AVX-512 CPUs; the quantized ones, into
-// the same layouts, on AVX2 CPUs) into that kernel's interleaved layout, which takes as many
+// (kernels/cpu/dtype_traits.hpp: every GGUF type but F32, on AVX-512 CPUs and, into the same
+// layouts, on AVX2 CPUs) into that kernel's interleaved layout, which takes as many
 // bytes as the file's rows (2.3-3.6% more for Q3_K, Q4_K, Q5_K), and copies every
 // other matrix whose source is released; both go to a WeightArena on huge pages, where a decode
 // step streams them faster than from the file's 4 KiB pages. Vectors, and matrices whose source

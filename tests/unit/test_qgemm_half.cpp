@@ -34,7 +34,12 @@ std::vector<HalfKernel> half_kernels() {
   return {{"f16 avx2", DType::f16, &qgemm_f16_avx2, CpuIsa::avx2},
           {"bf16 avx2", DType::bf16, &qgemm_bf16_avx2, CpuIsa::avx2},
           {"f16 avx512", DType::f16, &qgemm_f16_avx512, CpuIsa::avx512},
-          {"bf16 avx512", DType::bf16, &qgemm_bf16_avx512, CpuIsa::avx512}};
+          {"bf16 avx512", DType::bf16, &qgemm_bf16_avx512, CpuIsa::avx512},
+          // The layout packed at load, one for both ISAs (decode below 4 activation rows).
+          {"f16 pairs avx2", DType::f16, &qgemm_f16_pairs_avx2, CpuIsa::avx2},
+          {"bf16 pairs avx2", DType::bf16, &qgemm_bf16_pairs_avx2, CpuIsa::avx2},
+          {"f16 pairs avx512", DType::f16, &qgemm_f16_pairs_avx512, CpuIsa::avx512},
+          {"bf16 pairs avx512", DType::bf16, &qgemm_bf16_pairs_avx512, CpuIsa::avx512}};
 }
 
 // Weights of n_rows x n: random over the whole range of the type, and about one element in 8
@@ -85,8 +90,8 @@ TEST_CASE("F16 / BF16 tile kernels equal the scalar qdot bit for bit for every g
         // qgemm.hpp lets the packed group lie at any alignment: odd counts get an unaligned one.
         uint8_t* packed = packed_buffer.data() + (count % 2) * 4;
         k.pack(w.data(), w_stride, count, n, packed);
-        for (int64_t n_a : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{13},
-                            int64_t{47}, int64_t{48}, int64_t{49}, max_a}) {
+        for (int64_t n_a : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{6}, int64_t{7},
+                            int64_t{8}, int64_t{13}, int64_t{47}, int64_t{48}, int64_t{49}, max_a}) {
           // y has a column past count and a row past n_a that must stay untouched.
           const int64_t y_stride = count + 1;
           const float sentinel = -7.25f;

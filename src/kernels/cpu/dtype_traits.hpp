@@ -6,7 +6,8 @@
 //
 //  type        to_float    from_float         from_float_activation   vec_dot_type  dot       gemm
 //  F32         copy        copy               copy                    F32           dot.hpp   -
-//  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2, avx512
+//  F16, BF16   ref, avx2   round              round                   itself        ref, avx2 avx2**,
+//                                                                                             avx512*
 //  Q8_0        ref, avx2   llama-quantize     ggml-cpu quantize_row   Q8_0          ref, avx2 avx2**,
 //                                                                                             avx512*
 //  Q4_0        ref, avx2   llama-quantize     -                       Q8_0          ref, avx2 avx2**,
@@ -35,8 +36,9 @@
 //  I8_G128
 //
 // (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512. **: and where it
-// has AVX2 only, into the same layout (kernels/cpu/qgemm_layouts.hpp), which AVX2 kernels read
-// (load_packing_avx2); the other AVX2 tiles pack per call.)
+// has AVX2 only, into the same layout (kernels/cpu/qgemm_layouts.hpp; F16 and BF16:
+// qgemm_half_impl.hpp), which AVX2 kernels read (load_packing_avx2); the other AVX2 tiles pack per
+// call.)
 //
 // from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
 // time conversion, model files); from_float_activation converts activation rows as llama.cpp's
@@ -75,9 +77,9 @@ struct CpuTypeTraits {
   // The tiled kernel whose layout the CPU backend repacks this type's weights into at load
   // (Layout::cpu_packed, on CPUs with that kernel's ISA: AVX-512); nullptr: read in place.
   const QGemmKernel* load_packing;
-  // The AVX2 kernel over the same layout (kernels/cpu/qgemm_layouts.hpp: every quantized type),
-  // which packs on CPUs with AVX2 but not AVX-512 and multiplies a packed weight below AVX-512;
-  // nullptr: below AVX-512 the type stays in its file's layout.
+  // The AVX2 kernel over the same layout (kernels/cpu/qgemm_layouts.hpp: every quantized type;
+  // qgemm_half_impl.hpp: F16, BF16), which packs on CPUs with AVX2 but not AVX-512 and multiplies
+  // a packed weight below AVX-512; nullptr: below AVX-512 the type stays in its file's layout.
   const QGemmKernel* load_packing_avx2 = nullptr;
 
   // The kernel that packs and multiplies this type's weights at load on an ISA, or nullptr.

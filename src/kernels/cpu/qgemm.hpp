@@ -135,9 +135,11 @@ extern const QGemmKernel qgemm_f16_avx2;
 extern const QGemmKernel qgemm_bf16_avx2;
 extern const QGemmKernel qgemm_f16_avx512;
 extern const QGemmKernel qgemm_bf16_avx512;
-// F16 and BF16 weights packed at load: pairs of rows interleaved by chunk (qgemm_half_avx512.cpp);
-// CpuIsa::avx512.
+// F16 and BF16 weights packed at load: rows interleaved by chunk, 4 at a time (qgemm_half_impl.hpp),
+// one layout read by both ISAs' kernels.
 extern const QGemmKernel qgemm_f16_pairs_avx512;
 extern const QGemmKernel qgemm_bf16_pairs_avx512;
+extern const QGemmKernel qgemm_f16_pairs_avx2;
+extern const QGemmKernel qgemm_bf16_pairs_avx2;
 
 }  // namespace infer

@@ -7,6 +7,8 @@
 #define INFER_ISA_NS isa_avx2
 #include "kernels/cpu/qgemm_half_impl.hpp"
 #include "kernels/cpu/qgemm.hpp"
+#include "kernels/cpu/qgemm_tiles.hpp"
+#include "kernels/cpu/quants_avx2.hpp"
 
 namespace infer::INFER_ISA_NS {
 namespace {
@@ -16,6 +18,11 @@ struct Avx2 {
   static constexpr int kTileActs = 3;
   static constexpr int64_t kPassTiles = 2;    // two tiles' 8 KiB blocks of weights in L1
   static constexpr int64_t kBlockChunks = 64;
+  // Packed at load, the tiles from 8 activation rows, as from the file's rows (below). Fewer run
+  // the gemv 3 rows a pass, the group's later passes from L2 (infer-bench-matmul's TinyLlama F16,
+  // 2048 x 5632, 2 threads, 4 rows: the tiles 1.77 ms, the gemv 0.84-0.88, the dots over the
+  // file's rows 1.30-1.53).
+  static constexpr int64_t kMinTileActs = 8;
 
   template <int R, bool kFirst, bool kLast>
   [[gnu::noinline]] static void tile(const float* w, const float* a, int64_t a_step, int64_t kc, float* chains,
@@ -77,6 +84,32 @@ struct Avx2 {
                                    _mm256_shuffle_ps(za, zb, _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
+
+  // The pairs layout packed at load (qgemm_half_impl.hpp): each of an interleaved set's kWays rows
+  // converts its chunk into one ymm, its own chain per activation row (12 accumulators with 3
+  // rows), and the set's chunks are one stream, prefetched ahead as the quantized decodes are.
+  template <bool kBf16, int R>
+  static void pairs_gemv(const uint16_t* pk, int64_t count, const uint8_t* side, int64_t ss, int64_t n, float* y,
+                         int64_t ys) {
+    const int64_t n_chunks = chunks(n);
+    for (int64_t o = 0; o < count; o += kWays, pk += n_chunks * 8 * kWays) {
+      __m256 acc[kWays][R];
+      for (int q = 0; q < kWays; ++q)
+        for (int r = 0; r < R; ++r) acc[q][r] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        qgemm_tiles::prefetch_ahead<R>(pk + 8 * kWays * c, 8 * kWays * 2);
+        __m256 x[R];
+        for (int r = 0; r < R; ++r) x[r] = _mm256_load_ps(reinterpret_cast<const float*>(side + r * ss) + 8 * c);
+        for (int q = 0; q < kWays; ++q) {
+          const __m256 wv = to_floats<kBf16>(pk + 8 * kWays * c + 8 * q);
+          for (int r = 0; r < R; ++r) acc[q][r] = _mm256_fmadd_ps(wv, x[r], acc[q][r]);
+        }
+      }
+      for (int q = 0; q < kWays; ++q)
+        for (int r = 0; r < R; ++r)
+          if (o + q < count) y[r * ys + o + q] = avx2_quants::lane_tree(acc[q][r]);
+    }
+  }
 };
 
 }  // namespace
@@ -94,5 +127,11 @@ const QGemmKernel qgemm_f16_avx2{8, N::kGroup, N::side_bytes, N::prepare_side<fa
                                  N::pack<N::Avx2::kTileRows, false>, N::multiply<N::Avx2>, nullptr, true};
 const QGemmKernel qgemm_bf16_avx2{8, N::kGroup, N::side_bytes, N::prepare_side<true>, N::packed_bytes,
                                   N::pack<N::Avx2::kTileRows, true>, N::multiply<N::Avx2>, nullptr, true};
+// Packed at load (CpuTypeTraits::load_packing_avx2), into the AVX-512 kernels' pairs layout:
+// every batch size reads it.
+const QGemmKernel qgemm_f16_pairs_avx2{1, N::kGroup, N::side_bytes, N::prepare_side<false>, N::pairs_packed_bytes,
+                                       N::pairs_pack, N::pairs_multiply<N::Avx2, false>, N::pairs_unpack, true};
+const QGemmKernel qgemm_bf16_pairs_avx2{1, N::kGroup, N::side_bytes, N::prepare_side<true>, N::pairs_packed_bytes,
+                                        N::pairs_pack, N::pairs_multiply<N::Avx2, true>, N::pairs_unpack, true};
 
 }  // namespace infer

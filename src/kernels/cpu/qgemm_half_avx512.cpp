@@ -19,8 +19,6 @@
 #include "kernels/cpu/qgemm.hpp"
 #include "kernels/cpu/qgemm_avx512_util.hpp"
 
-#include <vector>
-
 namespace infer::INFER_ISA_NS {
 namespace {
 
@@ -32,6 +30,7 @@ struct Avx512 {
   static constexpr int64_t kPassTiles = 1;    // one tile's 16 KiB block of weights in L1
   static constexpr int64_t kBlockChunks = 64;
   static constexpr int kPairs = kTileRows / 2;
+  static constexpr int64_t kMinTileActs = 4;  // packed at load, the tiles' min_rows below
 
   template <int R, bool kFirst, bool kLast>
   [[gnu::noinline]] static void tile(const float* w, const float* a, int64_t a_step, int64_t kc, float* chains,
@@ -88,115 +87,46 @@ struct Avx512 {
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     return _mm512_permutexvar_ps(order, t);
   }
-};
 
-// ---- Packed at load: rows interleaved chunk by chunk, kWays at a time ----
-//
-// A decode step (one to three activation rows) is bound by one 8-lane fma chain per (weight row,
-// activation row): row by row, a core waits on that chain (about 15 GB/s of F16 on Zen 4), and
-// several rows read at once are several streams 4 KiB apart, which streamed worse. Packed at load,
-// kWays = 4 rows of a group alternate every chunk, so one 32-byte load gives a zmm two rows' chunk
-// (the tiles' pair layout: row 2p in the low half, 2p + 1 in the high half) and the set's two
-// pairs are independent chains, all read as one sequential stream. The bytes are the file's,
-// permuted (the last chunk zero-padded).
-//   uint16[set of kWays rows][chunk][kWays][8]
-// Four activation rows or more take the tiles above: the group's rows are converted to their F32
-// layout per call, as the file's rows would be.
-int64_t pairs_packed_bytes(int64_t n) noexcept { return kGroup * chunks(n) * 16; }
-
-// Rows interleaved chunk by chunk: kWays / 2 pairs, one stream. (2: 16.6-19.1 tokens/s on the
-// TinyLlama-shaped F16/BF16 files; 4: 20.6-21.2; 8: 16.2-21.1, 2 threads on the Zen 4 VM.)
-constexpr int64_t kWays = 4;
-
-template <bool kBf16>
-void pairs_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup);
-  auto* out = static_cast<uint16_t*>(packed);
-  const int64_t n_chunks = chunks(n);
-  for (int64_t p = 0; p < kGroup / kWays; ++p) {
-    const uint16_t* rows[kWays];
-    for (int64_t h = 0; h < kWays; ++h)
-      rows[h] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + std::min(kWays * p + h, count - 1) * ws);
-    for (int64_t c = 0; c < n_chunks; ++c)
-      for (int64_t h = 0; h < kWays; ++h, out += 8) {
-        const int64_t take = std::min<int64_t>(8, n - 8 * c);
-        std::memcpy(out, rows[h] + 8 * c, static_cast<size_t>(take) * 2);
-        std::fill(out + take, out + 8, uint16_t{0});
+  // The pairs layout packed at load (qgemm_half_impl.hpp): one 32-byte load gives a zmm two rows'
+  // chunk, and the kWays / 2 pairs of an interleaved set advance together (independent chains),
+  // their chunks one stream.
+  template <bool kBf16, int R>
+  static void pairs_gemv(const uint16_t* pk, int64_t count, const uint8_t* side, int64_t ss, int64_t n, float* y,
+                         int64_t ys) {
+    constexpr int kSetPairs = kWays / 2;
+    const int64_t n_chunks = chunks(n);
+    for (int64_t o = 0; o < count; o += kWays, pk += n_chunks * 8 * kWays) {
+      __m512 acc[kSetPairs][R];
+      for (int q = 0; q < kSetPairs; ++q)
+        for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        avx512_tiles::prefetch_ahead<R>(pk + 8 * kWays * c, 8 * kWays * 2);
+        __m512 x[R];
+        for (int r = 0; r < R; ++r)
+          x[r] = _mm512_broadcast_f32x8(_mm256_load_ps(reinterpret_cast<const float*>(side + r * ss) + 8 * c));
+        for (int q = 0; q < kSetPairs; ++q) {
+          const __m512 wv = pair_chunk<kBf16>(pk + 8 * kWays * c + 16 * q);
+          for (int r = 0; r < R; ++r) acc[q][r] = _mm512_fmadd_ps(wv, x[r], acc[q][r]);
+        }
       }
-  }
-}
-
-void pairs_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
-  const auto* in = static_cast<const uint16_t*>(packed) + (j / kWays) * chunks(n) * 8 * kWays + (j % kWays) * 8;
-  auto* out = static_cast<uint16_t*>(row);
-  for (int64_t c = 0; c < chunks(n); ++c)
-    std::memcpy(out + 8 * c, in + 8 * kWays * c, static_cast<size_t>(std::min<int64_t>(8, n - 8 * c)) * 2);
-}
-
-template <bool kBf16>
-inline __m512 pair_chunk(const uint16_t* p) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  if constexpr (kBf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-  else return _mm512_cvtph_ps(v);
-}
-
-// R activation rows (their F32 side rows) against every pair of the group: the kWays / 2 pairs of
-// an interleaved set advance together (independent chains), their chunks one stream.
-template <bool kBf16, int R>
-void pairs_gemv(const uint16_t* pk, int64_t count, const uint8_t* side, int64_t ss, int64_t n, float* y, int64_t ys) {
-  constexpr int kPairs = kWays / 2;
-  const int64_t n_chunks = chunks(n);
-  for (int64_t o = 0; o < count; o += kWays, pk += n_chunks * 8 * kWays) {
-    __m512 acc[kPairs][R];
-    for (int q = 0; q < kPairs; ++q)
-      for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      avx512_tiles::prefetch_ahead<R>(pk + 8 * kWays * c, 8 * kWays * 2);
-      __m512 x[R];
-      for (int r = 0; r < R; ++r) x[r] = _mm512_broadcast_f32x8(_mm256_load_ps(reinterpret_cast<const float*>(side + r * ss) + 8 * c));
-      for (int q = 0; q < kPairs; ++q) {
-        const __m512 wv = pair_chunk<kBf16>(pk + 8 * kWays * c + 16 * q);
-        for (int r = 0; r < R; ++r) acc[q][r] = _mm512_fmadd_ps(wv, x[r], acc[q][r]);
-      }
+      for (int q = 0; q < kSetPairs; ++q)
+        for (int r = 0; r < R; ++r) {
+          const int64_t j = o + 2 * q;
+          if (j < count) y[r * ys + j] = lane_tree(_mm512_castps512_ps256(acc[q][r]));
+          if (j + 1 < count) y[r * ys + j + 1] = lane_tree(_mm512_extractf32x8_ps(acc[q][r], 1));
+        }
     }
-    for (int q = 0; q < kPairs; ++q)
-      for (int r = 0; r < R; ++r) {
-        const int64_t j = o + 2 * q;
-        if (j < count) y[r * ys + j] = lane_tree(_mm512_castps512_ps256(acc[q][r]));
-        if (j + 1 < count) y[r * ys + j + 1] = lane_tree(_mm512_extractf32x8_ps(acc[q][r], 1));
-      }
   }
-}
 
-// Each thread's buffers for the tiles' path: the group's rows, then their F32 layout.
-template <class T>
-T* scratch(std::vector<T>& buffer, size_t n) {
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
-}
-
-template <bool kBf16>
-void pairs_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
-                    int64_t n, float* y, int64_t ys) noexcept {
-  const auto* pk = static_cast<const uint16_t*>(packed);
-  const auto* sb = static_cast<const uint8_t*>(side);
-  if (n_a >= 4) {
-    thread_local std::vector<uint16_t> rows;
-    thread_local std::vector<float> tiles;
-    uint16_t* r = scratch(rows, static_cast<size_t>(count * n));
-    for (int64_t j = 0; j < count; ++j) pairs_unpack(packed, j, n, r + j * n);
-    float* f = scratch(tiles, static_cast<size_t>(packed_bytes(n) / 4 + 16));
-    float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(f) + 63) / 64 * 64);
-    pack<Avx512::kTileRows, kBf16>(r, n * 2, count, n, aligned);
-    return multiply<Avx512>(aligned, count, a, as, side, ss, n_a, n, y, ys);
+  // Two rows' chunks: row 2p's 8 values in the low half, 2p + 1's in the high half.
+  template <bool kBf16>
+  static __m512 pair_chunk(const uint16_t* p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (kBf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+    else return _mm512_cvtph_ps(v);
   }
-  switch (n_a) {
-    case 3: return pairs_gemv<kBf16, 3>(pk, count, sb, ss, n, y, ys);
-    case 2: return pairs_gemv<kBf16, 2>(pk, count, sb, ss, n, y, ys);
-    case 1: return pairs_gemv<kBf16, 1>(pk, count, sb, ss, n, y, ys);
-    default: return;
-  }
-}
+};
 
 }  // namespace
 }  // namespace infer::INFER_ISA_NS
@@ -215,8 +145,8 @@ const QGemmKernel qgemm_bf16_avx512{4, N::kGroup, N::side_bytes, N::prepare_side
                                     N::pack<N::Avx512::kTileRows, true>, N::multiply<N::Avx512>, nullptr, true};
 // Packed at load (CpuTypeTraits::load_packing): every batch size reads the pairs layout.
 const QGemmKernel qgemm_f16_pairs_avx512{1, N::kGroup, N::side_bytes, N::prepare_side<false>, N::pairs_packed_bytes,
-                                         N::pairs_pack<false>, N::pairs_multiply<false>, N::pairs_unpack, true};
+                                         N::pairs_pack, N::pairs_multiply<N::Avx512, false>, N::pairs_unpack, true};
 const QGemmKernel qgemm_bf16_pairs_avx512{1, N::kGroup, N::side_bytes, N::prepare_side<true>, N::pairs_packed_bytes,
-                                          N::pairs_pack<true>, N::pairs_multiply<true>, N::pairs_unpack, true};
+                                          N::pairs_pack, N::pairs_multiply<N::Avx512, true>, N::pairs_unpack, true};
 
 }  // namespace infer

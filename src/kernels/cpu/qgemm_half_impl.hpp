@@ -1,5 +1,6 @@
 // The F16 / BF16 tile kernels' parts that do not depend on the vector width, compiled once per
-// ISA (core/isa_variants.hpp): conversion, packing, the k blocking and the walk over tiles.
+// ISA (core/isa_variants.hpp): conversion, packing, the k blocking and the walk over tiles, and
+// the layout the CPU backend packs at load (the pairs, at the end), which both ISAs read.
 // Included by qgemm_half_avx2.cpp and qgemm_half_avx512.cpp inside namespace infer::INFER_ISA_NS,
 // each of which adds its register tile (a Shape, below) and defines its QGemmKernels. No include
 // guard.
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace infer::INFER_ISA_NS {
 namespace {
@@ -63,29 +65,36 @@ void prepare_side(const void* a, void* side, int64_t n) noexcept {
 
 int64_t packed_bytes(int64_t n) noexcept { return kGroup * chunks(n) * 32; }
 
-template <int64_t kTileRows, bool kBf16>
-void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
-  assert(count >= 1 && count <= kGroup);
+// The F32 tiles of rows 0..count-1, whose chunk c of row j is chunk(j, c): 8 values, the last
+// chunk n - 8c of them (kPadded: followed by zeros up to 8, so read whole).
+template <int64_t kTileRows, bool kBf16, bool kPadded, class Chunk>
+void pack_chunks(Chunk chunk, int64_t count, int64_t n, float* out) {
   const int64_t full = n / 8;
-  auto* out = static_cast<float*>(packed);
-  const auto row = [&](int64_t j) {
-    return reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + j * ws);
-  };
   // Tile by tile, chunk by chunk: the output is written in order, whole cache lines at a time.
   for (int64_t t0 = 0; t0 < count; t0 += kTileRows) {
     const int64_t rows = std::min(kTileRows, count - t0);
-    const uint16_t* src[kTileRows];
-    for (int64_t j = 0; j < kTileRows; ++j) src[j] = row(t0 + std::min(j, rows - 1));
+    const auto src = [&](int64_t j, int64_t c) { return chunk(t0 + std::min(j, rows - 1), c); };
     for (int64_t c = 0; c < full; ++c, out += kTileRows * 8)
       for (int64_t j = 0; j < kTileRows; ++j)
-        _mm256_storeu_ps(out + j * 8, j < rows ? to_floats<kBf16>(src[j] + 8 * c) : _mm256_setzero_ps());
+        _mm256_storeu_ps(out + j * 8, j < rows ? to_floats<kBf16>(src(j, c)) : _mm256_setzero_ps());
     if (full * 8 < n) {
       const int64_t left = n - 8 * full;
-      for (int64_t j = 0; j < kTileRows; ++j)
-        _mm256_storeu_ps(out + j * 8, j < rows ? to_floats<kBf16>(src[j] + 8 * full, left) : _mm256_setzero_ps());
+      for (int64_t j = 0; j < kTileRows; ++j) {
+        const __m256 v = kPadded ? to_floats<kBf16>(src(j, full)) : to_floats<kBf16>(src(j, full), left);
+        _mm256_storeu_ps(out + j * 8, j < rows ? v : _mm256_setzero_ps());
+      }
       out += kTileRows * 8;
     }
   }
+}
+
+template <int64_t kTileRows, bool kBf16>
+void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup);
+  const auto chunk = [&](int64_t j, int64_t c) {
+    return reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + j * ws) + 8 * c;
+  };
+  pack_chunks<kTileRows, kBf16, false>(chunk, count, n, static_cast<float*>(packed));
 }
 
 // Calls f(std::integral_constant<int, left>{}) for 1 <= left < kLimit (a tile for the rows left).
@@ -150,6 +159,87 @@ void multiply(const void* packed, int64_t count, const void*, int64_t, const voi
         for (; r + kTileActs <= rows; r += kTileActs) run(std::integral_constant<int, kTileActs>{}, r);
         if (r < rows) with_rows<kTileActs>(rows - r, [&](auto acts) { run(acts, r); });
       }
+    }
+  }
+}
+
+
+// ---- Packed at load: rows interleaved chunk by chunk, kWays at a time ----
+//
+// A decode step (one to three activation rows) is bound by one 8-lane fma chain per (weight row,
+// activation row): row by row, a core waits on that chain (about 15 GB/s of F16 on Zen 4), and
+// several rows read at once are several streams 4 KiB apart, which streamed worse. Packed at load,
+// kWays = 4 rows of a group alternate every chunk, so that the set's rows are independent chains
+// read as one sequential stream: AVX-512 takes two rows' chunks in a zmm (the tiles' pair layout:
+// row 2p in the low half, 2p + 1 in the high half), AVX2 one row's in a ymm. The bytes are the
+// file's, permuted (the last chunk zero-padded); both ISAs pack and read the same layout.
+//   uint16[set of kWays rows][chunk][kWays][8]
+// Four activation rows or more take the tiles above: the group's rows are converted to their F32
+// layout per call, as the file's rows would be.
+int64_t pairs_packed_bytes(int64_t n) noexcept { return kGroup * chunks(n) * 16; }
+
+// Rows interleaved chunk by chunk: kWays / 2 pairs, one stream. (2: 16.6-19.1 tokens/s on the
+// TinyLlama-shaped F16/BF16 files; 4: 20.6-21.2; 8: 16.2-21.1, 2 threads on the Zen 4 VM.)
+constexpr int64_t kWays = 4;
+
+void pairs_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noexcept {
+  assert(count >= 1 && count <= kGroup);
+  auto* out = static_cast<uint16_t*>(packed);
+  const int64_t n_chunks = chunks(n);
+  for (int64_t p = 0; p < kGroup / kWays; ++p) {
+    const uint16_t* rows[kWays];
+    for (int64_t h = 0; h < kWays; ++h)
+      rows[h] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w) + std::min(kWays * p + h, count - 1) * ws);
+    for (int64_t c = 0; c < n_chunks; ++c)
+      for (int64_t h = 0; h < kWays; ++h, out += 8) {
+        const int64_t take = std::min<int64_t>(8, n - 8 * c);
+        std::memcpy(out, rows[h] + 8 * c, static_cast<size_t>(take) * 2);
+        std::fill(out + take, out + 8, uint16_t{0});
+      }
+  }
+}
+
+void pairs_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
+  const auto* in = static_cast<const uint16_t*>(packed) + (j / kWays) * chunks(n) * 8 * kWays + (j % kWays) * 8;
+  auto* out = static_cast<uint16_t*>(row);
+  for (int64_t c = 0; c < chunks(n); ++c)
+    std::memcpy(out + 8 * c, in + 8 * kWays * c, static_cast<size_t>(std::min<int64_t>(8, n - 8 * c)) * 2);
+}
+
+// Each thread's buffer for the tiles' path: the group's F32 layout.
+template <class T>
+T* scratch(std::vector<T>& buffer, size_t n) {
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// Shape (the ISA's file) adds
+//   pairs_gemv<kBf16, R>(pk, count, side, ss, n, y, ys)   R <= 3 activation rows (their F32 side
+//       rows) against the group's rows in the pairs layout, as one stream
+//   kMinTileActs   the fewest activation rows the tiles take; fewer run the gemv 3 rows a pass
+template <class Shape, bool kBf16>
+void pairs_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
+                    int64_t n, float* y, int64_t ys) noexcept {
+  const auto* pk = static_cast<const uint16_t*>(packed);
+  const auto* sb = static_cast<const uint8_t*>(side);
+  if (n_a >= Shape::kMinTileActs) {
+    // Converted straight from the interleaved chunks (restoring the rows first, one short memcpy
+    // a chunk, made this path 1.3 to 3 times slower than packing the file's rows).
+    thread_local std::vector<float> tiles;
+    float* f = scratch(tiles, static_cast<size_t>(packed_bytes(n) / 4 + 16));
+    float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(f) + 63) / 64 * 64);
+    const int64_t set_step = chunks(n) * 8 * kWays;
+    const auto chunk = [&](int64_t j, int64_t c) { return pk + j / kWays * set_step + 8 * kWays * c + j % kWays * 8; };
+    pack_chunks<Shape::kTileRows, kBf16, true>(chunk, count, n, aligned);
+    return multiply<Shape>(aligned, count, a, as, side, ss, n_a, n, y, ys);
+  }
+  for (int64_t r = 0; r < n_a; r += 3) {
+    const uint8_t* sr = sb + r * ss;
+    float* yr = y + r * ys;
+    switch (std::min<int64_t>(3, n_a - r)) {
+      case 3: Shape::template pairs_gemv<kBf16, 3>(pk, count, sr, ss, n, yr, ys); break;
+      case 2: Shape::template pairs_gemv<kBf16, 2>(pk, count, sr, ss, n, yr, ys); break;
+      default: Shape::template pairs_gemv<kBf16, 1>(pk, count, sr, ss, n, yr, ys); break;
     }
   }
 }

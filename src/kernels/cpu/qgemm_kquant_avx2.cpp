@@ -239,13 +239,18 @@ struct Q2KAvx2 : Q2KLayout {
   static constexpr bool kMin = true;
   static constexpr int kRun = 4;
   static __m256i quant(const Packed& p, int h, int c, int k, int hh) { return bits(load256(p.q[c][h] + 32 * hh), 2 * k, 0x03); }
-  // The scale byte's low nibble in both halves of each lane.
+  // The scale byte's low nibble in both halves of each lane: byte 2j + s % 2 of the pair's 16
+  // bytes of half hh (broadcast to both 128-bit halves by the load) in both words of lane j.
   static __m256i scale(const Packed& p, int s, int hh) {
-    return _mm256_and_si256(dup_words(p.sc[s] + kLanes * hh), _mm256_set1_epi16(0x0F));
+    const __m256i even = _mm256_setr_epi8(0, -1, 0, -1, 2, -1, 2, -1, 4, -1, 4, -1, 6, -1, 6, -1,  //
+                                          8, -1, 8, -1, 10, -1, 10, -1, 12, -1, 12, -1, 14, -1, 14, -1);
+    const __m256i idx = s % 2 ? _mm256_add_epi8(even, _mm256_set1_epi16(1)) : even;
+    const __m256i v = _mm256_broadcastsi128_si256(load128(p.sc[s / 2][kLanes * hh]));
+    return _mm256_and_si256(_mm256_shuffle_epi8(v, idx), _mm256_set1_epi16(0x0F));
   }
-  // The mins (high nibbles) of sub-blocks 2u and 2u + 1.
+  // The mins (high nibbles) of sub-blocks 2u and 2u + 1: the pair's bytes widened, as they lie.
   static __m256i coef_pair(const Packed& p, int u, int hh) {
-    return _mm256_srli_epi16(pair_words(p.sc[2 * u] + kLanes * hh, p.sc[2 * u + 1] + kLanes * hh), 4);
+    return _mm256_srli_epi16(_mm256_cvtepu8_epi16(load128(p.sc[u][kLanes * hh])), 4);
   }
 };
 

@@ -288,7 +288,7 @@ static_assert(sizeof(Q3KPacked) == 1824);
 struct Q2KPacked {
   uint16_t d[kGroup];
   uint16_t dmin[kGroup];
-  uint8_t sc[16][kGroup];
+  uint8_t sc[8][kGroup][2];  // pair u, lane j: row j's scale bytes of sub-blocks 2u and 2u + 1
   uint8_t q[8][2][64];
 };
 static_assert(sizeof(Q2KPacked) == kGroup * sizeof(BlockQ2_K));
@@ -350,7 +350,7 @@ struct Q2KLayout {
   static void pack(const Block& b, bool valid, int64_t j, Packed& o) {
     o.d[j] = valid ? b.d : 0;
     o.dmin[j] = valid ? b.dmin : 0;
-    for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
+    for (int s = 0; s < 16; ++s) o.sc[s / 2][j][s % 2] = b.scales[s];
     for (int c = 0; c < 8; ++c) {
       to_lane(o.q[c][0], j, b.qs + 4 * c);
       to_lane(o.q[c][1], j, b.qs + 32 + 4 * c);
@@ -359,7 +359,7 @@ struct Q2KLayout {
   static void unpack(const Packed& p, int64_t j, Block& o) {
     o.d = p.d[j];
     o.dmin = p.dmin[j];
-    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
+    for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s / 2][j][s % 2];
     for (int c = 0; c < 8; ++c) {
       from_lane(p.q[c][0], j, o.qs + 4 * c);
       from_lane(p.q[c][1], j, o.qs + 32 + 4 * c);

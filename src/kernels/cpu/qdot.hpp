@@ -68,7 +68,8 @@ inline void by_fours(int64_t n_a, Rows&& rows) {
 // n_w weight rows, w_stride bytes apart, times one activation row: y[j] = (weight row j) · a,
 // j < n_w, each result the same bits as the one-row kernel's (a decode step's kernels: two rows
 // share each vector op).
-using QDotRowsKernel = void(const void* w, int64_t w_stride, int64_t n_w, const void* a, int64_t n, float* y) noexcept;
+// May throw std::bad_alloc (the AVX-512 ones grow a thread's scratch on first use).
+using QDotRowsKernel = void(const void* w, int64_t w_stride, int64_t n_w, const void* a, int64_t n, float* y);
 using QDotRowsFn = QDotRowsKernel*;
 
 // One dot with a kernel of the above.

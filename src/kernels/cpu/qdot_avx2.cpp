@@ -530,10 +530,10 @@ struct HalfRows {
 
 }  // namespace
 
-void qdot_rows_f16_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_f16_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<HalfRows<false>::Of>(w, ws, n_w, a, n, y);
 }
-void qdot_rows_bf16_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_bf16_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<HalfRows<true>::Of>(w, ws, n_w, a, n, y);
 }
 void qdot_f16_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
@@ -551,19 +551,19 @@ void qdot_q5_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64
 void qdot_q4_0_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {
   rows<Q4_0>(w, a, as, n_a, n, y, ys);
 }
-void qdot_rows_q8_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q8_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<LanesRows<BlockQ8_0, BlockQ8_0>::Of>(w, ws, n_w, a, n, y);
 }
-void qdot_rows_q5_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q5_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<LanesRows<BlockQ5_0, BlockQ8_0>::Of>(w, ws, n_w, a, n, y);
 }
-void qdot_rows_q4_1_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q4_1_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<LanesRows<BlockQ4_1, BlockQ8_1>::Of>(w, ws, n_w, a, n, y);
 }
-void qdot_rows_q5_1_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q5_1_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<LanesRows<BlockQ5_1, BlockQ8_1>::Of>(w, ws, n_w, a, n, y);
 }
-void qdot_rows_q4_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q4_0_avx2(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   by_weight_fours<Q4_0Rows>(w, ws, n_w, a, n, y);
 }
 void qdot_q4_1_avx2(const void* w, const void* a, int64_t as, int64_t n_a, int64_t n, float* y, int64_t ys) noexcept {

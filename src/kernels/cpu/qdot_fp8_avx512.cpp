@@ -96,7 +96,7 @@ void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noe
 
 template <bool kW8A8, Codes kCodes = Codes::e4m3>
 void multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a, int64_t n,
-              float* y, int64_t ys) noexcept {
+              float* y, int64_t ys) {
   const auto* pk = static_cast<const uint8_t*>(packed);
   const auto* act = static_cast<const uint8_t*>(a);
   float* state = avx512_tiles::chain_scratch(static_cast<size_t>(count * n_a * 16));

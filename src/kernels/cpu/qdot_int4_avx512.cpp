@@ -135,7 +135,7 @@ void pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed) noe
 
 template <class C, int64_t G>
 void multiply(const void* packed, int64_t count, const void* a, int64_t as, const void*, int64_t, int64_t n_a, int64_t n,
-              float* y, int64_t ys) noexcept {
+              float* y, int64_t ys) {
   const auto* pk = static_cast<const uint8_t*>(packed);
   const auto* act = static_cast<const float*>(a);
   const int64_t af = as / static_cast<int64_t>(sizeof(float)), rb = row_bytes<C, G>(n), n_groups = n / G;

@@ -163,7 +163,7 @@ T* thread_buffer(size_t n) {
 
 // Rows four at a time, then two, then the last one by the one-row kernel.
 template <class Block, class Act>
-void weight_rows(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y, QDotFn one) noexcept {
+void weight_rows(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y, QDotFn one) {
   assert(n >= 0 && n % kQK == 0);
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const Act*>(a);
@@ -246,7 +246,7 @@ void q8_0_rows(const uint8_t* w, int64_t ws, const BlockQ8_0* a, const int32_t* 
 
 }  // namespace
 
-void qdot_rows_q8_0_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q8_0_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   assert(n >= 0 && n % kQK == 0);
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const BlockQ8_0*>(a);
@@ -272,13 +272,13 @@ void qdot_rows_q8_0_avx512(const void* w, int64_t ws, int64_t n_w, const void* a
   }
 }
 
-void qdot_rows_q5_0_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q5_0_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   weight_rows<BlockQ5_0, BlockQ8_0>(w, ws, n_w, a, n, y, qdot_q5_0_avx2);
 }
-void qdot_rows_q4_1_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q4_1_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   weight_rows<BlockQ4_1, BlockQ8_1>(w, ws, n_w, a, n, y, qdot_q4_1_avx2);
 }
-void qdot_rows_q5_1_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) noexcept {
+void qdot_rows_q5_1_avx512(const void* w, int64_t ws, int64_t n_w, const void* a, int64_t n, float* y) {
   weight_rows<BlockQ5_1, BlockQ8_1>(w, ws, n_w, a, n, y, qdot_q5_1_avx2);
 }
 

@@ -43,9 +43,11 @@ struct QGemmKernel {
   // packed (any alignment) <- weight rows 0..count-1 at w + j * w_stride bytes, 1 <= count <= group_rows.
   void (*pack)(const void* w, int64_t w_stride, int64_t count, int64_t n, void* packed) noexcept;
   // y[r * y_stride + j] = dot(weight row j, activation row r) for j < count, r < n_a; activation
-  // row r at a + r * a_stride bytes, its side data at side + r * side_stride bytes.
+  // row r at a + r * a_stride bytes, its side data at side + r * side_stride bytes. May throw
+  // std::bad_alloc: some kernels grow a thread's scratch on first use (then reuse it), and a
+  // failed allocation must reach the caller (the engine reports out of memory), not terminate.
   void (*multiply)(const void* packed, int64_t count, const void* a, int64_t a_stride, const void* side,
-                   int64_t side_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride) noexcept;
+                   int64_t side_stride, int64_t n_a, int64_t n, float* y, int64_t y_stride);
   // row <- weight row j (< count) of a packed group, in the weight type's own block layout,
   // byte for byte as pack() read it. Present for the kernels a type names as its load_packing.
   void (*unpack)(const void* packed, int64_t j, int64_t n, void* row) noexcept;

@@ -490,7 +490,7 @@ struct Q50Lanes {
 // q, 0..31; the side data's -16 Σa matches them), which the Q8_0 tile then reads, the same
 // operations on the same values: prefill ran 15-28% slower unpacking in every pass.
 void q50l_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
-                   int64_t n, float* y, int64_t ys) noexcept {
+                   int64_t n, float* y, int64_t ys) {
   if (n_a <= 3) return lanes_multiply<Q50Lanes>(packed, count, a, as, side, ss, n_a, n, y, ys);
   const auto* pk = static_cast<const Q50LanesPacked*>(packed);
   const int64_t blocks = n / kQK;
@@ -570,7 +570,7 @@ void min_lanes_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* p
 
 template <class Block>
 void min_lanes_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
-                        int64_t n, float* y, int64_t ys) noexcept {
+                        int64_t n, float* y, int64_t ys) {
   using L = std::conditional_t<std::is_same_v<Block, BlockQ5_1>, Q51Lanes, Q41Lanes>;
   if (n_a <= 3) return lanes_multiply<L>(packed, count, a, as, side, ss, n_a, n, y, ys);
   const auto* pk = static_cast<const typename L::Packed*>(packed);

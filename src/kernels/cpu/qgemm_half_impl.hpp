@@ -219,7 +219,7 @@ T* scratch(std::vector<T>& buffer, size_t n) {
 //   kMinTileActs   the fewest activation rows the tiles take; fewer run the gemv 3 rows a pass
 template <class Shape, bool kBf16>
 void pairs_multiply(const void* packed, int64_t count, const void* a, int64_t as, const void* side, int64_t ss, int64_t n_a,
-                    int64_t n, float* y, int64_t ys) noexcept {
+                    int64_t n, float* y, int64_t ys) {
   const auto* pk = static_cast<const uint16_t*>(packed);
   const auto* sb = static_cast<const uint8_t*>(side);
   if (n_a >= Shape::kMinTileActs) {

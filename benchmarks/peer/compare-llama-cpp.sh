@@ -21,7 +21,7 @@
 #
 # With -n, a third table sets each tg rate against the roofline: the read bandwidth of the same
 # thread count (infer-bench-micro's BM_ReadBandwidth, run between the others; the most it reached)
-# over the bytes of weights one token reads.
+# over the bytes of weights one token reads, and beside it the most of the model's own rounds.
 #
 # llama.cpp: $LLAMA_CPP_BIN, else the bin directory scripts/build-llama-cpp prints (building it when
 # missing). Models are cached in ${XDG_CACHE_HOME:-~/.cache}/libinfer/bench (about 5 GB).

@@ -14,7 +14,9 @@ prepares the models and calls this; see there for the options).
                  huge pages, the widest loads, prefetching) measured once per round per model between the runs; the
                  most it reached over bytes of weights a token reads (infer-inspect: every tensor
                  but the token embeddings, of which a step reads one row, unless the output layer
-                 is tied to them) is the roofline each tg rate is set against
+                 is tied to them) is the roofline each tg rate is set against; beside it, the
+                 most the model's own rounds reached (measured just before them), which a shared
+                 machine's slow spells bias less
 
 usage: compare.py --build DIR --llama-bin DIR --threads T -p N -n N -r N --rounds K
                   [--batched MODEL_FILE] [--batched-seqs 16] LABEL=FILE...
@@ -98,16 +100,18 @@ def main():
     print("| model | test | libinfer t/s | llama.cpp t/s | libinfer / llama.cpp |")
     print("| --- | --- | ---: | ---: | ---: |")
     bandwidth = []  # bytes/s, one sample per round per model
-    roofline = []   # (label, bytes per token, our tg mean, their tg mean)
+    roofline = []   # (label, bytes per token, our tg mean, their tg mean, the model's own bandwidth samples)
     for entry in a.models:
         label, path = entry.split("=", 1)
         ours = {t: [] for t in tests}
         theirs = {t: [] for t in tests}
+        own = []
         for _ in range(a.rounds):
             if a.n > 0:
                 bw = read_bandwidth(a.build, a.threads)
                 if bw:
                     bandwidth.append(bw)
+                    own.append(bw)
             out = run([ours_bin, "-m", path, "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-t", str(a.threads), "--json"])
             for t, ts in bench_rows(out, "infer-bench").items():
                 ours[t] += ts
@@ -120,7 +124,7 @@ def main():
             (om, os_), (tm, ts_) = mean_std(ours[t]), mean_std(theirs[t])
             print(f"| {label} | {name(t)} | {om:.2f} ± {os_:.2f} | {tm:.2f} ± {ts_:.2f} | {om / tm:.2f} |")
             if t == (0, a.n):
-                roofline.append((label, weight_bytes_per_token(a.build, path), om, tm))
+                roofline.append((label, weight_bytes_per_token(a.build, path), om, tm, own))
         sys.stdout.flush()
 
     if bandwidth and roofline:
@@ -131,12 +135,18 @@ def main():
               f"{len(bandwidth)} BM_ReadBandwidth runs between the others; the least {lo / 1e9:.1f}) over the bytes of "
               "weights a token reads.")
         print()
-        print("| model | bytes / token | roofline t/s | libinfer tg | % of roofline | llama.cpp tg | % of roofline |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for label, nbytes, om, tm in roofline:
+        print("| model | bytes / token | roofline t/s | libinfer tg | % of roofline | llama.cpp tg | % of roofline "
+              "| its own rounds' bandwidth | libinfer % of its roofline | llama.cpp % of its roofline |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for label, nbytes, om, tm, own in roofline:
             top = bw / nbytes
-            print(f"| {label} | {nbytes / 1e6:.0f} MB | {top:.1f} | {om:.2f} | {100 * om / top:.0f}% | {tm:.2f} | "
-                  f"{100 * tm / top:.0f}% |")
+            row = f"| {label} | {nbytes / 1e6:.0f} MB | {top:.1f} | {om:.2f} | {100 * om / top:.0f}% | {tm:.2f} | {100 * tm / top:.0f}% |"
+            if own:
+                mine = max(own) / nbytes
+                row += f" {max(own) / 1e9:.1f} GB/s | {100 * om / mine:.0f}% | {100 * tm / mine:.0f}% |"
+            else:
+                row += " - | - | - |"
+            print(row)
         sys.stdout.flush()
 
     if not a.batched:

@@ -159,8 +159,9 @@ void q4_multiply(const void* packed, int64_t count, const void* a, int64_t as, c
 // convert and multiply). The products dW * dA of a pair, one per block, are computed ahead for
 // the whole group of 8 weight rows (one multiply per 8 rows and activation row, into a table in
 // L1 that the tiles read as broadcasts), so that a pair and block cost two vpmaddwd, an add, a
-// conversion and an fma: Q8_0, infer-bench-matmul's TinyLlama (2048 x 5632, AVX2, 2 threads, ms)
-// with the product in the tile: 128 rows 22.9-26.0, 32 rows 6.09. From 16 rows (the packing
+// conversion and an fma: Q8_0, infer-bench-matmul's TinyLlama (2048 x 5632, AVX2, 2 threads, 128
+// rows, ms over six alternations) 18.6-24.4 with the product in the tile, 14.8-18.9 with the
+// table; Q5_0 18.1-22.7 -> 15.4-19.8. From 16 rows (the packing
 // loses below: 8 rows 1.48 -> 1.69 ms against the dots, one thread, 2048 x 2048). (The float's
 // magic bits instead of vcvtdq2ps measured slower.) The mins chains (mins = fma(mW, sA, mins) per
 // block) of a tile's 8 pairs run in the lanes of one vector, lane 4k + r for weight row k and

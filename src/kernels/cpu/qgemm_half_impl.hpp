@@ -163,7 +163,6 @@ void multiply(const void* packed, int64_t count, const void*, int64_t, const voi
   }
 }
 
-
 // ---- Packed at load: rows interleaved chunk by chunk, kWays at a time ----
 //
 // A decode step (one to three activation rows) is bound by one 8-lane fma chain per (weight row,
@@ -174,8 +173,8 @@ void multiply(const void* packed, int64_t count, const void*, int64_t, const voi
 // row 2p in the low half, 2p + 1 in the high half), AVX2 one row's in a ymm. The bytes are the
 // file's, permuted (the last chunk zero-padded); both ISAs pack and read the same layout.
 //   uint16[set of kWays rows][chunk][kWays][8]
-// Four activation rows or more take the tiles above: the group's rows are converted to their F32
-// layout per call, as the file's rows would be.
+// From Shape::kMinTileActs activation rows (AVX-512 4, AVX2 8) the tiles above take over: the
+// group is converted to their F32 layout per call, straight from the interleaved chunks.
 int64_t pairs_packed_bytes(int64_t n) noexcept { return kGroup * chunks(n) * 16; }
 
 // Rows interleaved chunk by chunk: kWays / 2 pairs, one stream. (2: 16.6-19.1 tokens/s on the

@@ -35,7 +35,8 @@ std::vector<HalfKernel> half_kernels() {
           {"bf16 avx2", DType::bf16, &qgemm_bf16_avx2, CpuIsa::avx2},
           {"f16 avx512", DType::f16, &qgemm_f16_avx512, CpuIsa::avx512},
           {"bf16 avx512", DType::bf16, &qgemm_bf16_avx512, CpuIsa::avx512},
-          // The layout packed at load, one for both ISAs (decode below 4 activation rows).
+          // The layout packed at load, one for both ISAs (its gemv below the tiles' row count, then
+          // the tiles converted from its chunks).
           {"f16 pairs avx2", DType::f16, &qgemm_f16_pairs_avx2, CpuIsa::avx2},
           {"bf16 pairs avx2", DType::bf16, &qgemm_bf16_pairs_avx2, CpuIsa::avx2},
           {"f16 pairs avx512", DType::f16, &qgemm_f16_pairs_avx512, CpuIsa::avx512},

@@ -74,10 +74,8 @@ inline __m256i dup_words(const int8_t* p) {
                                         -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
   return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes8(p), high), 8);
 }
-// Lane j: {p0[j], p1[j]} as two 16-bit words, unsigned or signed.
-inline __m256i pair_words(const uint8_t* p0, const uint8_t* p1) {
-  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(load64(p0), load64(p1)));
-}
+// Lane j: {p0[j], p1[j]} as two signed 16-bit words (Q2_K's unsigned pairs lie side by side in
+// its layout and widen in one step).
 inline __m256i pair_words(const int8_t* p0, const int8_t* p1) {
   return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(load64(p0), load64(p1)));
 }

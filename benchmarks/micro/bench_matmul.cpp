@@ -44,7 +44,7 @@ ThreadPool& pool() {
 // types it repacks there) rather than in the file's rows.
 bool time_matmul(benchmark::State& state, DType t, int64_t n_in, int64_t n_out, int64_t n_rows, CpuIsa isa,
                  size_t* weight_bytes, bool packed = false) {
-  if (isa > detected_isa()) {
+  if (!isa_supported(isa)) {
     state.SkipWithError("ISA not supported by this CPU");
     return false;
   }
@@ -148,7 +148,7 @@ void BM_MatmulStreamed(benchmark::State& state, DType t) {
 
 void BM_Dequantize(benchmark::State& state, DType t) {
   const auto isa = static_cast<CpuIsa>(state.range(0));
-  if (isa > detected_isa()) {
+  if (!isa_supported(isa)) {
     state.SkipWithError("ISA not supported by this CPU");
     return;
   }
@@ -184,7 +184,8 @@ const int kRegistered = [] {
     const std::string name(dtype_name(t));
     benchmark::RegisterBenchmark(("BM_Matmul/" + name).c_str(), BM_Matmul, t)
         ->ArgsProduct({{1, 16},
-                       {static_cast<int>(CpuIsa::scalar), static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}})
+                       {static_cast<int>(CpuIsa::scalar), static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avxvnni),
+                        static_cast<int>(CpuIsa::avx512)}})
         ->ArgNames({"rows", "isa"})
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
@@ -214,7 +215,10 @@ const int kRegistered = [] {
                   DType::q5_k, DType::q6_k, DType::f16, DType::bf16}) {
     const std::vector<int64_t> rows{1, 2, 4, 8, 16, 32, 128};
     benchmark::RegisterBenchmark(("BM_MatmulTinyLlama/" + std::string(dtype_name(t))).c_str(), BM_MatmulTinyLlama, t)
-        ->ArgsProduct({{5632, 2048}, rows, {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avx512)}, {0, 1}})
+        ->ArgsProduct({{5632, 2048},
+                       rows,
+                       {static_cast<int>(CpuIsa::avx2), static_cast<int>(CpuIsa::avxvnni), static_cast<int>(CpuIsa::avx512)},
+                       {0, 1}})
         ->ArgNames({"n_out", "rows", "isa", "loaded"})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

@@ -22,57 +22,76 @@ bool os_saves(uint64_t mask) noexcept {
 }
 #endif
 
-CpuIsa detect() noexcept {
+struct Detected {
+  CpuIsa best = CpuIsa::scalar;
+  bool avx_vnni = false;  // AVX-VNNI, with the AVX2 level
+};
+
+Detected detect() noexcept {
+  Detected r;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return CpuIsa::scalar;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return r;
   const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
-  if (!osxsave || !os_saves(0x6)) return CpuIsa::scalar;  // SSE + AVX state
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return CpuIsa::scalar;
+  if (!osxsave || !os_saves(0x6)) return r;  // SSE + AVX state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return r;
   const bool avx2 = b & (1u << 5);
   const bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)) &&  // F DQ BW VL
                       (c & (1u << 11));                                                                // VNNI
-  if (avx512 && fma && f16c && os_saves(0xe6)) return CpuIsa::avx512;  // + opmask and ZMM state
-  if (avx2 && fma && f16c) return CpuIsa::avx2;
+  unsigned a1 = 0, b1, c1, d1;
+  const bool avx_vnni = a >= 1 && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 4));  // leaf 7.1 EAX
+  if (!(avx2 && fma && f16c)) return r;
+  r.avx_vnni = avx_vnni;
+  r.best = avx512 && os_saves(0xe6) ? CpuIsa::avx512 : avx_vnni ? CpuIsa::avxvnni : CpuIsa::avx2;  // + opmask, ZMM
 #endif
-  return CpuIsa::scalar;
+  return r;
 }
 
-CpuIsa lower(CpuIsa a, CpuIsa b) { return static_cast<int>(a) < static_cast<int>(b) ? a : b; }
+const Detected& detected() noexcept {
+  static const Detected d = detect();
+  return d;
+}
 
-CpuIsa from_environment(CpuIsa detected) noexcept {
+// isa, lowered to the best level at or below it that this CPU runs.
+CpuIsa supported_at_most(CpuIsa isa) noexcept {
+  const Detected& d = detected();
+  if (static_cast<int>(isa) > static_cast<int>(d.best)) isa = d.best;
+  if (isa == CpuIsa::avxvnni && !d.avx_vnni) isa = CpuIsa::avx2;
+  return isa;
+}
+
+CpuIsa from_environment() noexcept {
   const char* v = std::getenv("INFER_CPU_ISA");
-  if (!v || !*v) return detected;
-  if (!std::strcmp(v, "scalar")) return CpuIsa::scalar;
-  if (!std::strcmp(v, "avx2")) return lower(CpuIsa::avx2, detected);
-  if (!std::strcmp(v, "avx512")) return lower(CpuIsa::avx512, detected);
-  return detected;
+  if (!v || !*v) return detected().best;
+  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avxvnni, CpuIsa::avx512})
+    if (!std::strcmp(v, isa_name(isa))) return supported_at_most(isa);
+  return detected().best;
 }
 
 std::atomic<int> g_active{-1};
 
 }  // namespace
 
-CpuIsa detected_isa() noexcept {
-  static const CpuIsa isa = detect();
-  return isa;
-}
+CpuIsa detected_isa() noexcept { return detected().best; }
+
+bool isa_supported(CpuIsa isa) noexcept { return supported_at_most(isa) == isa; }
 
 CpuIsa active_isa() noexcept {
   int v = g_active.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = static_cast<int>(from_environment(detected_isa()));
+    v = static_cast<int>(from_environment());
     g_active.store(v, std::memory_order_relaxed);
   }
   return static_cast<CpuIsa>(v);
 }
 
-void set_active_isa(CpuIsa isa) noexcept { g_active.store(static_cast<int>(lower(isa, detected_isa()))); }
+void set_active_isa(CpuIsa isa) noexcept { g_active.store(static_cast<int>(supported_at_most(isa))); }
 
 const char* isa_name(CpuIsa isa) noexcept {
   switch (isa) {
     case CpuIsa::scalar: return "scalar";
     case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avxvnni: return "avxvnni";
     case CpuIsa::avx512: return "avx512";
   }
   return "?";

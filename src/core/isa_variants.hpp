@@ -11,11 +11,12 @@
 
 #include "core/cpu_features.hpp"
 
-// Calls ns::fn(args...) for the variant of the active ISA.
+// Calls ns::fn(args...) for the variant of the active ISA (avxvnni runs the AVX2 one).
 #define INFER_ISA_DISPATCH(fn, ...)                                    \
   do {                                                                 \
     switch (::infer::active_isa()) {                                   \
       case ::infer::CpuIsa::avx512: return isa_avx512::fn(__VA_ARGS__); \
+      case ::infer::CpuIsa::avxvnni:                                    \
       case ::infer::CpuIsa::avx2: return isa_avx2::fn(__VA_ARGS__);     \
       default: return isa_ref::fn(__VA_ARGS__);                         \
     }                                                                  \

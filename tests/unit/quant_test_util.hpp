@@ -169,7 +169,8 @@ inline std::vector<float> activation_floats(int64_t n, uint64_t seed) {
 // The ISAs this CPU can run, scalar first.
 inline std::vector<CpuIsa> supported_isas() {
   std::vector<CpuIsa> isas;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) isas.push_back(static_cast<CpuIsa>(i));
+  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i)
+    if (isa_supported(static_cast<CpuIsa>(i))) isas.push_back(static_cast<CpuIsa>(i));
   return isas;
 }
 

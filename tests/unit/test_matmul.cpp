@@ -291,22 +291,51 @@ TEST_CASE("weights the CPU backend packs at load give matmul_ref's bits for 1 to
 }
 
 TEST_CASE("below AVX-512, every type packed at load packs into the AVX-512 kernels' layout", "[matmul][qgemm][dtype]") {
-  int shared = 0;
+  int shared = 0, vnni = 0;
   for (const CpuTypeTraits& traits : all_cpu_types()) {
     INFO(dtype_name(traits.type));
     const QGemmKernel* k2 = traits.load_packing_for(CpuIsa::avx2);
     REQUIRE((k2 != nullptr) == (traits.load_packing != nullptr));
     REQUIRE(traits.load_packing_for(CpuIsa::scalar) == nullptr);
     REQUIRE(traits.load_packing_for(CpuIsa::avx512) == traits.load_packing);
+    // The AVX-VNNI level reads the same layouts (its own kernel where the type has one), and
+    // AVX-512 never takes an AVX-VNNI kernel (a CPU may have AVX-512 VNNI without AVX-VNNI).
+    const QGemmKernel* kv = traits.load_packing_for(CpuIsa::avxvnni);
+    REQUIRE((kv != nullptr) == (k2 != nullptr));
+    if (traits.gemm_avxvnni) {
+      REQUIRE(traits.gemm(CpuIsa::avxvnni) == traits.gemm_avxvnni);
+      REQUIRE(traits.gemm(CpuIsa::avx2) == traits.gemm_avx2);
+      REQUIRE(traits.gemm(CpuIsa::avx512) != traits.gemm_avxvnni);
+    }
     if (!k2) continue;
     ++shared;
     REQUIRE(k2 != traits.load_packing);
-    REQUIRE(k2->unpack != nullptr);
-    REQUIRE(k2->group_rows == traits.load_packing->group_rows);
-    for (int64_t n : {256, 2048}) REQUIRE(k2->packed_bytes(n) == traits.load_packing->packed_bytes(n));
+    for (const QGemmKernel* k : {k2, kv}) {
+      REQUIRE(k->unpack != nullptr);
+      REQUIRE(k->group_rows == traits.load_packing->group_rows);
+      for (int64_t n : {256, 2048}) REQUIRE(k->packed_bytes(n) == traits.load_packing->packed_bytes(n));
+    }
+    if (kv != k2) ++vnni;
   }
   // F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and Q2_K ... Q6_K.
   REQUIRE(shared == 12);
+  // Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1 multiply with vpdpbusd there.
+  REQUIRE(vnni == 5);
+}
+
+TEST_CASE("an ISA level the CPU lacks is lowered to the best one below it that it runs", "[matmul][dtype]") {
+  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avxvnni, CpuIsa::avx512}) {
+    INFO(isa_name(isa));
+    IsaScope scope(isa);
+    const CpuIsa active = active_isa();
+    REQUIRE(isa_supported(active));
+    REQUIRE(static_cast<int>(active) <= static_cast<int>(isa));
+    if (isa_supported(isa)) REQUIRE(active == isa);
+    // Lowered from avxvnni (AVX-512 without AVX-VNNI, or AVX2 only): AVX2, never AVX-512.
+    if (isa == CpuIsa::avxvnni && !isa_supported(isa)) REQUIRE(active <= CpuIsa::avx2);
+  }
+  REQUIRE(isa_supported(CpuIsa::scalar));
+  REQUIRE(isa_supported(detected_isa()));
 }
 
 TEST_CASE("the CPU backend copies the matrices it does not repack into its arena when their source is released",

@@ -38,7 +38,7 @@
 // (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512. **: and where it
 // has AVX2 only, into the same layout (kernels/cpu/qgemm_layouts.hpp; F16 and BF16:
 // qgemm_half_impl.hpp), which AVX2 kernels read (load_packing_avx2); the other AVX2 tiles pack per
-// call.)
+// call. Q4_0, Q8_0, Q5_0, Q4_1 and Q5_1 have AVX-VNNI variants of their AVX2 kernels too.)
 //
 // from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
 // time conversion, model files); from_float_activation converts activation rows as llama.cpp's
@@ -81,10 +81,15 @@ struct CpuTypeTraits {
   // qgemm_half_impl.hpp: F16, BF16), which packs on CPUs with AVX2 but not AVX-512 and multiplies
   // a packed weight below AVX-512; nullptr: below AVX-512 the type stays in its file's layout.
   const QGemmKernel* load_packing_avx2 = nullptr;
+  // With AVX-VNNI (CpuIsa::avxvnni only): kernels over the same layouts as load_packing_avx2 and
+  // gemm_avx2; nullptr: those serve.
+  const QGemmKernel* load_packing_avxvnni = nullptr;
+  const QGemmKernel* gemm_avxvnni = nullptr;
 
   // The kernel that packs and multiplies this type's weights at load on an ISA, or nullptr.
   const QGemmKernel* load_packing_for(CpuIsa isa) const noexcept {
     if (isa >= CpuIsa::avx512) return load_packing;
+    if (isa == CpuIsa::avxvnni && load_packing_avxvnni) return load_packing_avxvnni;
     return isa >= CpuIsa::avx2 ? load_packing_avx2 : nullptr;
   }
 
@@ -99,9 +104,11 @@ struct CpuTypeTraits {
     if (isa >= CpuIsa::avx512 && dot_rows_avx512) return dot_rows_avx512;
     return isa >= CpuIsa::avx2 ? dot_rows_avx2 : nullptr;
   }
-  // The best tiled kernel the ISA runs (an AVX-512 one where the type has it, else AVX2), or nullptr.
+  // The best tiled kernel the ISA runs (an AVX-512 one where the type has it, else AVX-VNNI's or
+  // AVX2's), or nullptr.
   const QGemmKernel* gemm(CpuIsa isa) const noexcept {
     if (isa >= CpuIsa::avx512 && gemm_avx512) return gemm_avx512;
+    if (isa == CpuIsa::avxvnni && gemm_avxvnni) return gemm_avxvnni;
     return isa >= CpuIsa::avx2 ? gemm_avx2 : nullptr;
   }
   const DTypeTraits& storage() const noexcept { return *dtype_traits(type); }

@@ -103,8 +103,8 @@ extern const QGemmKernel qgemm_i8_w8a16_avx512;
 
 // AVX2 kernels for quantized types, packed per call (for CPUs with AVX2, FMA and F16C):
 // Q4_0 with 16 weight rows in two halves of 8 int32 lanes, in the layout packed at load
-// (qgemm_avx2.cpp, which also reads it in place); Q8_0, Q5_0, Q4_1 and Q5_1 with 2 x 4 register
-// tiles of 8-lane chains (qgemm_avx2.cpp); the K-quants with 8 weight rows in the lanes and every
+// (qgemm_avx2_impl.hpp, which also reads it in place); Q8_0, Q5_0, Q4_1 and Q5_1 with 2 x 4
+// register tiles of 8-lane chains (qgemm_avx2_impl.hpp); the K-quants with 8 weight rows in the lanes and every
 // quant decoded to a byte, from the file's rows or the loaded layout (qgemm_kquant_avx2.cpp).
 extern const QGemmKernel qgemm_q4_0_avx2;
 extern const QGemmKernel qgemm_q8_0_avx2;
@@ -125,11 +125,24 @@ extern const QGemmKernel qgemm_q3_k_loaded_avx2;
 extern const QGemmKernel qgemm_q4_k_loaded_avx2;
 extern const QGemmKernel qgemm_q5_k_loaded_avx2;
 extern const QGemmKernel qgemm_q6_k_loaded_avx2;
-// Q8_0, Q4_1, Q5_0 and Q5_1 over their layouts packed at load (qgemm_avx2.cpp): the chains in the lanes.
+// Q8_0, Q4_1, Q5_0 and Q5_1 over their layouts packed at load (qgemm_avx2_impl.hpp): the chains
+// in the lanes.
 extern const QGemmKernel qgemm_q8_0_loaded_avx2;
 extern const QGemmKernel qgemm_q4_1_loaded_avx2;
 extern const QGemmKernel qgemm_q5_0_loaded_avx2;
 extern const QGemmKernel qgemm_q5_1_loaded_avx2;
+
+// The kernels of qgemm_avx2_impl.hpp compiled with AVX-VNNI too (qgemm_avxvnni.cpp), for
+// CpuIsa::avxvnni: vpdpbusd multiplies the bytes; same layouts packed at load, same results.
+extern const QGemmKernel qgemm_q4_0_avxvnni;
+extern const QGemmKernel qgemm_q8_0_avxvnni;
+extern const QGemmKernel qgemm_q5_0_avxvnni;
+extern const QGemmKernel qgemm_q4_1_avxvnni;
+extern const QGemmKernel qgemm_q5_1_avxvnni;
+extern const QGemmKernel qgemm_q8_0_loaded_avxvnni;
+extern const QGemmKernel qgemm_q4_1_loaded_avxvnni;
+extern const QGemmKernel qgemm_q5_0_loaded_avxvnni;
+extern const QGemmKernel qgemm_q5_1_loaded_avxvnni;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

@@ -38,7 +38,7 @@
 // (*: repacked at load into the gemm kernel's layout where the CPU has AVX-512. **: and where it
 // has AVX2 only, into the same layout (kernels/cpu/qgemm_layouts.hpp; F16 and BF16:
 // qgemm_half_impl.hpp), which AVX2 kernels read (load_packing_avx2); the other AVX2 tiles pack per
-// call. Q4_0, Q8_0, Q5_0, Q4_1 and Q5_1 have AVX-VNNI variants of their AVX2 kernels too.)
+// call. The quantized types have AVX-VNNI variants of their AVX2 kernels too.)
 //
 // from_float writes what llama-quantize writes (reference quantizers, no importance matrix: load-
 // time conversion, model files); from_float_activation converts activation rows as llama.cpp's

@@ -133,7 +133,8 @@ extern const QGemmKernel qgemm_q5_0_loaded_avx2;
 extern const QGemmKernel qgemm_q5_1_loaded_avx2;
 
 // The kernels of qgemm_avx2_impl.hpp compiled with AVX-VNNI too (qgemm_avxvnni.cpp), for
-// CpuIsa::avxvnni: vpdpbusd multiplies the bytes; same layouts packed at load, same results.
+// CpuIsa::avxvnni: vpdpbusd multiplies the bytes (avx2_vnni.hpp); same layouts packed at load,
+// same results.
 extern const QGemmKernel qgemm_q4_0_avxvnni;
 extern const QGemmKernel qgemm_q8_0_avxvnni;
 extern const QGemmKernel qgemm_q5_0_avxvnni;
@@ -143,6 +144,17 @@ extern const QGemmKernel qgemm_q8_0_loaded_avxvnni;
 extern const QGemmKernel qgemm_q4_1_loaded_avxvnni;
 extern const QGemmKernel qgemm_q5_0_loaded_avxvnni;
 extern const QGemmKernel qgemm_q5_1_loaded_avxvnni;
+// And those of qgemm_kquant_avx2_impl.hpp (qgemm_kquant_avxvnni.cpp).
+extern const QGemmKernel qgemm_q2_k_avxvnni;
+extern const QGemmKernel qgemm_q3_k_avxvnni;
+extern const QGemmKernel qgemm_q4_k_avxvnni;
+extern const QGemmKernel qgemm_q5_k_avxvnni;
+extern const QGemmKernel qgemm_q6_k_avxvnni;
+extern const QGemmKernel qgemm_q2_k_loaded_avxvnni;
+extern const QGemmKernel qgemm_q3_k_loaded_avxvnni;
+extern const QGemmKernel qgemm_q4_k_loaded_avxvnni;
+extern const QGemmKernel qgemm_q5_k_loaded_avxvnni;
+extern const QGemmKernel qgemm_q6_k_loaded_avxvnni;
 
 // F16 and BF16 weights: rows converted to F32 once per call, register tiles of 8-lane fma chains.
 // The _avx2 ones need AVX2, FMA and F16C; the _avx512 ones CpuIsa::avx512.

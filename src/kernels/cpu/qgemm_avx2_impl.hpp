@@ -7,21 +7,12 @@
 // once by vpmaddwd. The order of Q8_0, Q5_0, Q4_1 and Q5_1 needs 8 lanes per pair: register tiles
 // (below), packed per call (matmul.cpp's scratch), and over the layouts packed at load.
 //
-// Compiled twice: qgemm_avx2.cpp defines INFER_AVX2_VNNI 0 and gets the kernels named *_avx2;
-// qgemm_avxvnni.cpp, compiled with AVX-VNNI, defines it 1 and gets *_avxvnni, where one vpdpbusd
-// adds each lane's 4 products of unsigned weight bytes and signed activation bytes to an int32
-// (exact: it does not saturate). Signed weights then enter as unsigned ones, w + O (Q8_0: O =
-// 128, the loaded layout's bytes as they are; Q5_0: O = 16, the quant itself), and the lane's
-// sum starts from -O times the sum of its 4 activation quants. The integer sums are the same
-// exact values either way, so both variants give the same bits.
-#if !defined(INFER_AVX2_VNNI)
-#error "define INFER_AVX2_VNNI (0 or 1) before including qgemm_avx2_impl.hpp"
-#endif
-#if INFER_AVX2_VNNI
-#define INFER_AVX2_KERNEL(name) name##_avxvnni
-#else
-#define INFER_AVX2_KERNEL(name) name##_avx2
-#endif
+// Compiled twice (avx2_vnni.hpp): qgemm_avx2.cpp gets the kernels named *_avx2, qgemm_avxvnni.cpp
+// *_avxvnni, where one vpdpbusd adds each lane's 4 products of unsigned weight bytes and signed
+// activation bytes to an int32. Signed weights then enter as unsigned ones, w + O (Q8_0: O = 128,
+// the loaded layout's bytes as they are; Q5_0: O = 16, the quant itself), and the lane's sum
+// starts from -O times the sum of its 4 activation quants.
+#include "kernels/cpu/avx2_vnni.hpp"
 
 #include <immintrin.h>
 
@@ -45,16 +36,10 @@ using namespace qgemm_tiles;
 using avx2_quants::half;
 using avx2_quants::lane_tree;
 
-constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lane
-constexpr bool kVnni = INFER_AVX2_VNNI;
+using avx2_vnni::dpbusd;
+using avx2_vnni::kVnni;
 
-#if INFER_AVX2_VNNI
-// acc + Σ over each 4-byte lane of u * s (u unsigned bytes, s signed ones), exactly.
-inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
-#else
-// Called only in the kVnni branches, which are discarded here.
-inline __m256i dpbusd(__m256i, __m256i, __m256i) { __builtin_unreachable(); }
-#endif
+constexpr int64_t kRows = 8;  // weight rows per packed group: one per int32 lane
 
 // Lane k of the result: -(1 << shift) times the sum of bytes 4k..4k+3 of a (signed).
 inline __m256i offset_correction(__m256i a, int shift) {

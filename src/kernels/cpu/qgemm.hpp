@@ -105,7 +105,7 @@ extern const QGemmKernel qgemm_i8_w8a16_avx512;
 // Q4_0 with 16 weight rows in two halves of 8 int32 lanes, in the layout packed at load
 // (qgemm_avx2_impl.hpp, which also reads it in place); Q8_0, Q5_0, Q4_1 and Q5_1 with 2 x 4
 // register tiles of 8-lane chains (qgemm_avx2_impl.hpp); the K-quants with 8 weight rows in the lanes and every
-// quant decoded to a byte, from the file's rows or the loaded layout (qgemm_kquant_avx2.cpp).
+// quant decoded to a byte, from the file's rows or the loaded layout (qgemm_kquant_avx2_impl.hpp).
 extern const QGemmKernel qgemm_q4_0_avx2;
 extern const QGemmKernel qgemm_q8_0_avx2;
 extern const QGemmKernel qgemm_q5_0_avx2;
@@ -118,7 +118,7 @@ extern const QGemmKernel qgemm_q5_k_avx2;
 extern const QGemmKernel qgemm_q6_k_avx2;
 
 // AVX2 kernels for the K-quants over the layouts the CPU backend packs them into at load
-// (qgemm_kquant_avx2.cpp; the layouts in qgemm_layouts.hpp, shared with the AVX-512 kernels): a
+// (qgemm_kquant_avx2_impl.hpp; the layouts in qgemm_layouts.hpp, shared with the AVX-512 kernels): a
 // weight packed on either ISA runs on both. qgemm_q4_0_avx2 reads Q4_0's shared layout too.
 extern const QGemmKernel qgemm_q2_k_loaded_avx2;
 extern const QGemmKernel qgemm_q3_k_loaded_avx2;

@@ -1,5 +1,5 @@
 // AVX2 tile kernels for the 32-element block types Q4_0, Q8_0, Q5_0, Q4_1 and Q5_1 (interface and
-// the bit-identity argument in qgemm.hpp; the K-quants are in qgemm_kquant_avx2.cpp), for CPUs
+// the bit-identity argument in qgemm.hpp; the K-quants are in qgemm_kquant_avx2_impl.hpp), for CPUs
 // without AVX-512. Q4_0 reads the layout the CPU backend packs it into at load
 // (qgemm_layouts.hpp), the AVX-512 tile's, as two halves of 8 int32 lanes: an activation row's 4
 // quants are broadcast to all lanes; without VNNI, vpmaddubsw multiplies them with the 4 unsigned

@@ -1,8 +1,8 @@
 // The layouts the CPU backend packs Q4_0, Q8_0, Q4_1, Q5_0, Q5_1 and the K-quants into at load
 // (Layout::cpu_packed): 16 weight rows per group, each row's bytes in one 32-bit lane of 64-byte
 // vectors. One layout for every ISA: the AVX-512 tiles read a vector as 16 int32 lanes
-// (qgemm_avx512.cpp, qgemm_kquant_avx512.cpp), the AVX2 ones as two halves of 8 (qgemm_avx2.cpp,
-// qgemm_kquant_avx2.cpp), so a weight packed on one ISA runs on the other. Packing and unpacking
+// (qgemm_avx512.cpp, qgemm_kquant_avx512.cpp), the AVX2 ones as two halves of 8 (qgemm_avx2_impl.hpp,
+// qgemm_kquant_avx2_impl.hpp), so a weight packed on one ISA runs on the other. Packing and unpacking
 // are plain C++ here, compiled into each ISA's file with that file's flags: a CPU without AVX-512
 // packs through its AVX2 kernel's pack(), which never meets an AVX-512 instruction. (The AVX-512
 // file packs Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 with its own gathers, into the same bytes.)

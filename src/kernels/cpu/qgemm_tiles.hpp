@@ -1,5 +1,5 @@
 // What the tile files of every ISA share (qgemm_avx512_util.hpp for the AVX-512 ones,
-// qgemm_avx2.cpp, qgemm_kquant_avx2.cpp): plain C++, no intrinsics. Byte sizes, unaligned int32
+// qgemm_avx2_impl.hpp, qgemm_kquant_avx2_impl.hpp): plain C++, no intrinsics. Byte sizes, unaligned int32
 // reads, the walk over activation rows, the decode prefetches, the empty side data, and the Q4_0
 // row restored from a packed group.
 #pragma once

@@ -1,5 +1,5 @@
 // The quants of a block as AVX2 vectors, for the AVX2 files (qdot_avx2.cpp's dots,
-// qgemm_avx2.cpp's packing), and the F16 scale and 8-lane tree both use. A 32-element block: one
+// qgemm_avx2_impl.hpp's packing), and the F16 scale and 8-lane tree both use. A 32-element block: one
 // vector of 32 quants in element order (quants(): Q4_0 and Q5_0 with their offsets applied,
 // signed; Q4_1 and Q5_1 unsigned). A K-quant
 // super-block: 8 vectors of 32 unsigned quants in element order (kquants(); vector v: elements

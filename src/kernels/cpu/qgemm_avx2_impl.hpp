@@ -601,16 +601,16 @@ void loaded_lanes_multiply(const void* packed, int64_t count, const void* a, int
 template <class Block>
 void lanes_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, void* packed) noexcept {
   using L = LoadedLanes<Block>;
-  static_assert(!L::kMin, "Q4_1's and Q5_1's loaded tiles take every batch");
   const int hh = static_cast<int>(first % qgemm_layouts::kGroup / kRows);
   const auto* pk = static_cast<const typename L::Packed*>(loaded) + first / qgemm_layouts::kGroup * (n / kQK);
-  auto* out = static_cast<LanesPacked<false>*>(packed);
+  auto* out = static_cast<LanesPacked<L::kMin>*>(packed);
   for (int64_t i = 0; i < n / kQK; ++i) {
     __m256i in[8], q[kRows];
     for (int p = 0; p < 8; ++p) in[p] = L::weights(pk[i], hh, p).values();
     avx2_quants::transpose8(in, q);  // q[j]: row 8hh + j's 32 quants in element order
     for (int64_t j = 0; j < kRows; ++j) store_lane_quants(q[j], out[i].q[j]);
     _mm256_storeu_ps(out[i].d, _mm256_cvtph_ps(load128(pk[i].d + kRows * hh)));
+    if constexpr (L::kMin) _mm256_storeu_ps(out[i].m, _mm256_cvtph_ps(load128(pk[i].m + kRows * hh)));
   }
 }
 
@@ -621,10 +621,18 @@ constexpr QGemmKernel lanes_kernel() {
   // Q4_1's and Q5_1's loaded tiles take every batch (Q5_1, infer-bench-matmul's TinyLlama on AVX2,
   // ms: 32 rows 5.0 against this tile's 6.7, 128 rows 21.1 against 24.4); Q8_0's and Q5_0's hand
   // wider batches to this tile (Q5_0, 16 rows: its loaded tile 2.98, this tile packed from it 2.55).
+  // (Figures on AVX2, then with VNNI: Intel Xeon family 6 model 207, 2 threads, as loaded.)
   if constexpr (std::is_same_v<Block, BlockQ8_0>) {
     k.pack_loaded = lanes_pack_loaded<Block>;
     k.min_rows_loaded = 32;
   } else if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+    k.pack_loaded = lanes_pack_loaded<Block>;
+    k.min_rows_loaded = 16;
+  } else if constexpr (kVnni && std::is_same_v<Block, BlockQ5_1>) {
+    // With VNNI, Q5_1's loaded tile unpacks its fifth bits per activation row pair, where this
+    // tile's pair and block cost one vpdpbusd: 16 rows 1.99 ms against 1.66-1.81 packed from it,
+    // 128 rows 15.9-16.4 against 11.7-11.8. Q4_1's loaded tile stays level with this one (128
+    // rows 11.9-12.4 against 11.8-11.9; 16 rows 1.49 against 1.62) and keeps every batch.
     k.pack_loaded = lanes_pack_loaded<Block>;
     k.min_rows_loaded = 16;
   }

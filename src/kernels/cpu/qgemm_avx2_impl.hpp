@@ -621,20 +621,23 @@ constexpr QGemmKernel lanes_kernel() {
   // Q4_1's and Q5_1's loaded tiles take every batch (Q5_1, infer-bench-matmul's TinyLlama on AVX2,
   // ms: 32 rows 5.0 against this tile's 6.7, 128 rows 21.1 against 24.4); Q8_0's and Q5_0's hand
   // wider batches to this tile (Q5_0, 16 rows: its loaded tile 2.98, this tile packed from it 2.55).
-  // (Figures on AVX2, then with VNNI: Intel Xeon family 6 model 207, 2 threads, as loaded.)
+  // With VNNI this tile takes over earlier: Q8_0 from 16 rows (16 rows 1.91-2.03 ms loaded, 1.67
+  // packed from it; 8 rows level), Q5_0 from 4 (4 rows 0.615 against 0.562, 8 rows 1.23 against
+  // 0.92). (Figures on AVX2, then with VNNI: Intel Xeon family 6 model 207, 2 threads, as loaded.)
   if constexpr (std::is_same_v<Block, BlockQ8_0>) {
     k.pack_loaded = lanes_pack_loaded<Block>;
-    k.min_rows_loaded = 32;
+    k.min_rows_loaded = kVnni ? 16 : 32;
   } else if constexpr (std::is_same_v<Block, BlockQ5_0>) {
     k.pack_loaded = lanes_pack_loaded<Block>;
-    k.min_rows_loaded = 16;
+    k.min_rows_loaded = kVnni ? 4 : 16;
   } else if constexpr (kVnni && std::is_same_v<Block, BlockQ5_1>) {
     // With VNNI, Q5_1's loaded tile unpacks its fifth bits per activation row pair, where this
-    // tile's pair and block cost one vpdpbusd: 16 rows 1.99 ms against 1.66-1.81 packed from it,
-    // 128 rows 15.9-16.4 against 11.7-11.8. Q4_1's loaded tile stays level with this one (128
-    // rows 11.9-12.4 against 11.8-11.9; 16 rows 1.49 against 1.62) and keeps every batch.
+    // tile's pair and block cost one vpdpbusd: 8 rows 1.00 ms against 0.94 packed from it (4 rows
+    // 0.50 against 0.58), 16 rows 1.99 against 1.66-1.81, 128 rows 15.9-16.4 against 11.7-11.8.
+    // Q4_1's loaded tile stays level with this one (128 rows 11.9-12.4 against 11.8-11.9; 16 rows
+    // 1.49 against 1.62) and keeps every batch.
     k.pack_loaded = lanes_pack_loaded<Block>;
-    k.min_rows_loaded = 16;
+    k.min_rows_loaded = 8;
   }
   return k;
 }

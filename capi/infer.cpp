@@ -401,6 +401,8 @@ int infer_version_number(void) { return INFER_VERSION_NUMBER; }
 
 int infer_cuda_device_count(void) { return infer::cuda_device_count(); }
 
+const char* infer_cpu_isa(void) { return infer::cpu_isa(); }
+
 const char* infer_status_name(infer_status status) {
   switch (status) {
     case INFER_OK: return "INFER_OK";

@@ -238,7 +238,7 @@ void print_markdown(const std::vector<Test>& tests, const ModelDescription& d, i
     // "±" is two bytes: one more column of padding than printf counts.
     std::printf("| %-30s | %10s | %10s | %7d | %15s | %21s |\n", model_type(d).c_str(), size, params, threads, t.name().c_str(), ts);
   }
-  std::printf("\nbuild: libinfer %s\n", infer_version());
+  std::printf("\nbuild: libinfer %s, CPU kernels %s\n", infer_version(), infer_cpu_isa());
 }
 
 void print_json(const std::vector<Test>& tests, const Options& o, const ModelDescription& d, int threads) {
@@ -251,6 +251,7 @@ void print_json(const std::vector<Test>& tests, const Options& o, const ModelDes
     out += "  {\n";
     out += "    \"cpu_info\": " + cli::json_quote(cpu) + ",\n";
     out += std::string("    \"backends\": \"") + (o.device == "cpu" ? "CPU" : "CUDA") + "\",\n";
+    out += std::string("    \"cpu_isa\": \"") + infer_cpu_isa() + "\",\n";
     out += "    \"model_filename\": " + cli::json_quote(o.model) + ",\n";
     out += "    \"model_type\": " + cli::json_quote(model_type(d)) + ",\n";
     std::snprintf(buf, sizeof buf,

@@ -199,6 +199,11 @@ static inline void infer_engine_params_init(infer_engine_params *params) {
  * machine has no GPU or no driver. Thread-safe. */
 INFER_API int infer_cuda_device_count(void);
 
+/* The instruction set the CPU kernels of this process run: "scalar", "avx2", "avxvnni" (AVX2 with
+ * AVX-VNNI) or "avx512" -- the best the CPU has, lowered by the environment variable
+ * INFER_CPU_ISA. A static string; thread-safe. */
+INFER_API const char *infer_cpu_isa(void);
+
 /* Loads the model, plans the KV pool and starts the engine's worker. On success *out is a new
  * engine (caller frees with infer_engine_destroy); on failure *out is NULL and
  * infer_last_error() says why.

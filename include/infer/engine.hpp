@@ -57,6 +57,9 @@ INFER_API Result<DeviceSpec> parse_device(std::string_view text);
 // CUDA devices this process can use: 0 when the library was built without CUDA
 // (-DINFER_CUDA=OFF), or when there is no GPU or no driver.
 INFER_API int cuda_device_count() noexcept;
+// The instruction set the CPU kernels of this process run: "scalar", "avx2", "avxvnni" (AVX2 with
+// AVX-VNNI) or "avx512" — the best the CPU has, lowered by INFER_CPU_ISA. A static string.
+INFER_API const char* cpu_isa() noexcept;
 // The input of one weight matrix multiplication of a forward step (EngineConfig::on_matmul): the
 // rows x that the product x · Wᵀ reads, in F32 before any conversion for the kernel. Row r,
 // column c is data[r * row_stride + c]; valid during the callback only.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "core/cpu_features.hpp"
 #include "infer/engine.hpp"
 
 namespace infer {
@@ -26,5 +27,7 @@ Result<DeviceSpec> parse_device(std::string_view text) {
 }
 
 int cuda_device_count() noexcept { return cuda_devices(); }
+
+const char* cpu_isa() noexcept { return isa_name(active_isa()); }
 
 }  // namespace infer

@@ -218,6 +218,11 @@ static void case_invalid_arguments(void) {
   ep.device = "cuda:1023";
   CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_UNSUPPORTED);
   CHECK(infer_cuda_device_count() >= 0);
+  {
+    const char *isa = infer_cpu_isa();
+    CHECK(isa != NULL);
+    CHECK(!strcmp(isa, "scalar") || !strcmp(isa, "avx2") || !strcmp(isa, "avxvnni") || !strcmp(isa, "avx512"));
+  }
   if (infer_cuda_device_count() == 0) {
     ep.device = "cuda";
     CHECK_FAILS(NULL, infer_engine_create(&ep, &e), INFER_ERR_UNSUPPORTED);

@@ -236,6 +236,10 @@ def test_bad_arguments_are_refused_before_the_library(engine, model_path):
         engine.generate(PROMPT, messages=[("user", "hi")])
 
 
+def test_cpu_isa_names_the_level_the_kernels_run():
+    assert libinfer.cpu_isa() in ("scalar", "avx2", "avxvnni", "avx512")
+
+
 def test_device_names_a_cpu_or_cuda_device_and_a_missing_one_raises_unsupported(library, model_path):
     n = libinfer.cuda_device_count()
     assert n == library.infer_cuda_device_count() and n >= 0

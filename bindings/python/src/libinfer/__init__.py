@@ -12,7 +12,7 @@ the call raises LibraryNotFound (an OSError) naming every place tried. `import l
 never needs the library.
 """
 
-from ._engine import Engine, chat_template_names, cuda_device_count, library_version, set_log_callback, set_log_level
+from ._engine import Engine, chat_template_names, cpu_isa, cuda_device_count, library_version, set_log_callback, set_log_level
 from ._request import Request, Stream
 from ._types import (
     FINISH_REASONS,
@@ -44,6 +44,7 @@ __all__ = [
     "TokenEvent",
     "TokenLogprob",
     "chat_template_names",
+    "cpu_isa",
     "cuda_device_count",
     "library_version",
     "load_library",

@@ -50,6 +50,12 @@ def cuda_device_count():
     return int(_lib.load().infer_cuda_device_count())
 
 
+def cpu_isa():
+    """The instruction set the loaded libinfer's CPU kernels run: "scalar", "avx2", "avxvnni" or
+    "avx512" (the best the CPU has, lowered by the environment variable INFER_CPU_ISA)."""
+    return _lib.load().infer_cpu_isa().decode()
+
+
 _log_callback = None  # the CFUNCTYPE object the library holds; kept alive here
 _engines = weakref.WeakSet()  # open engines, closed at exit
 

@@ -213,6 +213,7 @@ _FUNCTIONS = {
     "infer_version": (c_char_p, []),
     "infer_version_number": (c_int, []),
     "infer_cuda_device_count": (c_int, []),
+    "infer_cpu_isa": (c_char_p, []),
     "infer_status_name": (c_char_p, [c_int]),
     "infer_log_set_callback": (None, [LOG_CALLBACK, c_void_p]),
     "infer_log_set_level": (c_int, [c_int]),

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/log.hpp"
+
 namespace infer {
 namespace {
 
@@ -60,12 +62,20 @@ CpuIsa supported_at_most(CpuIsa isa) noexcept {
   return isa;
 }
 
+// INFER_CPU_ISA applied to the detected level, with a warning where it names no level or one the
+// CPU does not run.
 CpuIsa from_environment() noexcept {
   const char* v = std::getenv("INFER_CPU_ISA");
-  if (!v || !*v) return detected().best;
-  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avxvnni, CpuIsa::avx512})
-    if (!std::strcmp(v, isa_name(isa))) return supported_at_most(isa);
-  return detected().best;
+  const CpuIsa best = detected().best;
+  if (!v || !*v) return best;
+  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avxvnni, CpuIsa::avx512}) {
+    if (std::strcmp(v, isa_name(isa)) != 0) continue;
+    const CpuIsa runs = supported_at_most(isa);
+    if (runs != isa) INFER_LOG_WARN("INFER_CPU_ISA=%s: this CPU does not run it; the kernels run %s", v, isa_name(runs));
+    return runs;
+  }
+  INFER_LOG_WARN("INFER_CPU_ISA=%s is not scalar, avx2, avxvnni or avx512; the kernels run %s", v, isa_name(best));
+  return best;
 }
 
 std::atomic<int> g_active{-1};
@@ -79,7 +89,8 @@ bool isa_supported(CpuIsa isa) noexcept { return supported_at_most(isa) == isa; 
 CpuIsa active_isa() noexcept {
   int v = g_active.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = static_cast<int>(from_environment());
+    static const CpuIsa from_env = from_environment();  // read (and warned about) once
+    v = static_cast<int>(from_env);
     g_active.store(v, std::memory_order_relaxed);
   }
   return static_cast<CpuIsa>(v);

@@ -8,6 +8,8 @@ timing is asserted, only the shape of what it reports):
     and nothing is printed there without it;
   - bad arguments exit 2 and an unreadable model exits 1, each with a first stderr line naming
     the problem; --help is the text README.md shows;
+  - cpu_isa names the CPU kernels' level: INFER_CPU_ISA=scalar gives "scalar", a name that is no
+    level warns on stderr and keeps the default;
   - it is a host like the others: it loads libinfer.so.
 
 usage: bench_cli.py BIN_DIR REPO_ROOT
@@ -88,6 +90,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check(False, f"--json: not JSON ({e}): {out[:200]!r}")
     check_rows(rows, model, [(8, 0), (0, 4)], 1, "-p 8 -n 4 -r 1 --json")
     check("INFER_PROFILE" not in err, f"without INFER_PROFILE, stderr has a profile: {err[:200]!r}")
+
+    # The CPU kernels' level: the default, forced to the scalar reference, and a name that is none.
+    default_isa = rows[0].get("cpu_isa") if rows else None
+    check(default_isa in ("scalar", "avx2", "avxvnni", "avx512"), f"cpu_isa {default_isa!r}")
+    out, err = run(base + ["-p", "8", "-n", "0", "-r", "1", "--json"], env={"INFER_CPU_ISA": "scalar"})
+    forced = json.loads(out or "[]")
+    check(forced and forced[0].get("cpu_isa") == "scalar" and "INFER_CPU_ISA" not in err,
+          f"INFER_CPU_ISA=scalar: cpu_isa {forced[0].get('cpu_isa') if forced else None!r}, stderr {err[:200]!r}")
+    out, err = run(base + ["-p", "8", "-n", "0", "-r", "1", "--json"], env={"INFER_CPU_ISA": "avx-512"})
+    bogus = json.loads(out or "[]")
+    check(bogus and bogus[0].get("cpu_isa") == default_isa and "INFER_CPU_ISA=avx-512 is not scalar, avx2, avxvnni or avx512" in err,
+          f"INFER_CPU_ISA=avx-512: cpu_isa {bogus[0].get('cpu_isa') if bogus else None!r}, stderr {err[:200]!r}")
 
     out, _ = run(base + ["-p", "16", "-n", "0", "-r", "3", "--json"])
     check_rows(json.loads(out or "[]"), model, [(16, 0)], 3, "-p 16 -n 0 -r 3 --json")

@@ -102,4 +102,13 @@ fi
 python3 benchmarks/peer/compare.py --build "$build" --llama-bin "$bin" --threads "$threads" -p "$n_prompt" -n "$n_gen" \
   -r "$reps" --rounds "$rounds" "${batched[@]}" "${entries[@]}"
 echo
-echo "command: benchmarks/peer/compare-llama-cpp.sh ${args[*]} (llama.cpp: $bin; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F))"
+# The CPU: its name, family and model (a VM's name is often only the vendor's), and which of the
+# vector extensions the kernels choose between it has.
+cpu_field() { grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2 | xargs; }
+cpu_flags=$(cpu_field flags)
+cpu_isa=()
+for f in avx2 fma f16c avx_vnni avx512f avx512_vnni avx512_bf16 amx_tile; do
+  [[ " $cpu_flags " == *" $f "* ]] && cpu_isa+=("$f")
+done
+cpu="$(cpu_field 'model name'), family $(cpu_field 'cpu family') model $(cpu_field model); ${cpu_isa[*]:-no AVX2}"
+echo "command: benchmarks/peer/compare-llama-cpp.sh ${args[*]} (llama.cpp: $bin; $(nproc) cores, $cpu, $(date -u +%F))"

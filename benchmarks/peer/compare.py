@@ -47,12 +47,16 @@ def mean_std(xs):
     return m, s
 
 
-def bench_rows(stdout, what):
-    """{(n_prompt, n_gen): samples_ts} of a llama-bench-style JSON array."""
+def bench_json(stdout, what):
+    """The rows of a llama-bench-style JSON array."""
     start = stdout.find("[")
     if start < 0:
         fail(f"{what}: no JSON array in its output: {stdout[-300:]!r}")
-    rows = json.loads(stdout[start:])
+    return json.loads(stdout[start:])
+
+
+def bench_rows(rows):
+    """{(n_prompt, n_gen): samples_ts} of bench_json's rows."""
     return {(r["n_prompt"], r["n_gen"]): r["samples_ts"] for r in rows}
 
 
@@ -100,6 +104,7 @@ def main():
     print("| model | test | libinfer t/s | llama.cpp t/s | libinfer / llama.cpp |")
     print("| --- | --- | ---: | ---: | ---: |")
     bandwidth = []  # bytes/s, one sample per round per model
+    kernels = set()  # the CPU kernel levels infer-bench reported (cpu_isa)
     roofline = []   # (label, bytes per token, our tg mean, their tg mean, the model's own bandwidth samples)
     for entry in a.models:
         label, path = entry.split("=", 1)
@@ -113,10 +118,12 @@ def main():
                     bandwidth.append(bw)
                     own.append(bw)
             out = run([ours_bin, "-m", path, "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-t", str(a.threads), "--json"])
-            for t, ts in bench_rows(out, "infer-bench").items():
+            rows = bench_json(out, "infer-bench")
+            kernels.update(r["cpu_isa"] for r in rows if "cpu_isa" in r)
+            for t, ts in bench_rows(rows).items():
                 ours[t] += ts
             out = run([theirs_bin, "-m", path, "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-t", str(a.threads), "-o", "json"])
-            for t, ts in bench_rows(out, "llama-bench").items():
+            for t, ts in bench_rows(bench_json(out, "llama-bench")).items():
                 theirs[t] += ts
         for t in tests:
             if not ours[t] or not theirs[t]:
@@ -126,6 +133,9 @@ def main():
             if t == (0, a.n):
                 roofline.append((label, weight_bytes_per_token(a.build, path), om, tm, own))
         sys.stdout.flush()
+    if kernels:
+        print()
+        print(f"libinfer's CPU kernels: {', '.join(sorted(kernels))} (infer-bench's cpu_isa).")
 
     if bandwidth and roofline:
         bw = max(bandwidth)

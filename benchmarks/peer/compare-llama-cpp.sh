@@ -4,8 +4,9 @@
 # the two run alternately (ours, theirs, ours, theirs: --rounds times each per model, -r timed runs
 # each time); then 16 concurrent sequences, infer-bench-serving closed against llama-batched-bench
 # -npl 16 -npp 16 -ntg 128 (skipped when the llama.cpp build has no llama-batched-bench). Prints one
-# markdown table (tokens/s as mean ± standard deviation over all runs, and our rate over theirs)
-# and a line with the command, the CPU and the date, for docs/benchmarks.md.
+# markdown table (tokens/s as mean ± standard deviation over all runs, and our rate over theirs),
+# the CPU kernel level libinfer ran (infer-bench's cpu_isa), and a line with the command, the CPU
+# (name, family and model, vector extensions) and the date, for docs/benchmarks.md.
 #
 #   benchmarks/peer/compare-llama-cpp.sh [-b BUILD_DIR] [-t THREADS] [-p 512] [-n 128] [-r 5]
 #                                        [--rounds 2] [--models LIST] [--batched-model NAME|none]

@@ -397,8 +397,10 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
   float* acc = row + hd;
   float* facc = acc + hd;           // the chunks folded so far
   float* qrot = facc + hd;          // the rotated query (a rotated cache)
-  auto cache_row = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos) {
-    load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, row);
+  // The K (or V, `value`) row of position pos, as floats in row.
+  auto cache_row = [&](bool value, int kvh, int32_t pos) {
+    const int64_t b = blocks[static_cast<size_t>(pos / kv.block_size)];
+    load_row(kv, (value ? kv.v_block(layer, b, kvh) : kv.k_block(layer, b, kvh)) + (pos % kv.block_size) * row_bytes, row);
   };
   for (int h = 0; h < shape.n_head; ++h) {
     const int kvh = h / group;
@@ -416,13 +418,13 @@ void attention_row(const float* q, const AttentionShape& shape, const KvView& kv
       const int lo = std::max<int32_t>(0, first - t0);  // positions t0 + [lo, n) are visible
       for (int t = 0; t < kTile; ++t) {
         const bool visible = t >= lo && t < n;
-        if (visible) cache_row(&KvView::k_block, kvh, t0 + t);
+        if (visible) cache_row(false, kvh, t0 + t);
         for (int i = 0; i < hd; ++i) kt[i * kTile + t] = visible ? row[i] : 0.0f;
       }
       tile_dots<1>(&qh, kt, hd, &p);
       tile_softmax(p, lo, n, shape.scale, m, sum, acc, hd);
       for (int t = lo; t < n; ++t) {
-        cache_row(&KvView::v_block, kvh, t0 + t);
+        cache_row(true, kvh, t0 + t);
         for (int i = 0; i < hd; ++i) acc[i] = std::fma(row[i], p[t], acc[i]);
       }
     }
@@ -450,8 +452,10 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
   float* fm = facc + static_cast<int64_t>(n_states) * hd;    // [n_states]
   float* fsum = fm + n_states;                               // [n_states]
   float* qrot = fsum + n_states;                             // [n_states][hd]: rotated queries (a rotated cache)
-  auto load = [&](uint8_t* (KvView::*block)(int, int64_t, int) const, int kvh, int32_t pos, float* dst) {
-    load_row(kv, (kv.*block)(layer, blocks[static_cast<size_t>(pos / kv.block_size)], kvh) + (pos % kv.block_size) * row_bytes, dst);
+  // The K (or V, `value`) row of position pos, as floats in dst.
+  auto load = [&](bool value, int kvh, int32_t pos, float* dst) {
+    const int64_t b = blocks[static_cast<size_t>(pos / kv.block_size)];
+    load_row(kv, (value ? kv.v_block(layer, b, kvh) : kv.k_block(layer, b, kvh)) + (pos % kv.block_size) * row_bytes, dst);
   };
   int32_t lo_all = INT32_MAX, hi_all = 0;  // positions some row sees
   for (int j = 0; j < n_rows; ++j) {
@@ -499,12 +503,12 @@ void attention_rows(const AttentionShape& shape, const KvView& kv, int layer, st
       for (int t = 0; t < kTile; ++t) {
         float* dst = vt + static_cast<int64_t>(t) * hd;
         if (t >= lo_tile && t < n_all)
-          load(&KvView::k_block, kvh, t0 + t, dst);
+          load(false, kvh, t0 + t, dst);
         else
           std::fill(dst, dst + hd, 0.0f);
       }
       transpose_tile(vt, hd, kt);
-      for (int t = lo_tile; t < n_all; ++t) load(&KvView::v_block, kvh, t0 + t, vt + static_cast<int64_t>(t) * hd);
+      for (int t = lo_tile; t < n_all; ++t) load(true, kvh, t0 + t, vt + static_cast<int64_t>(t) * hd);
       for (int j = 0; j < n_rows; ++j) {
         const int32_t first = rows.first[j], n_ctx = rows.n_ctx[j];
         if (t0 >= n_ctx || t0 + kTile <= first / kTile * kTile) continue;  // tile outside this row's range

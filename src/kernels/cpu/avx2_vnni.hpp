@@ -18,6 +18,10 @@
 #include <immintrin.h>
 
 namespace infer::avx2_vnni {
+// Everything here has internal linkage (the anonymous namespace): each ISA's file keeps its own
+// copy, compiled with its flags, which the linker cannot swap for another file's
+// (tests/integration/isa_symbols.py).
+namespace {
 
 constexpr bool kVnni = INFER_AVX2_VNNI;
 
@@ -52,4 +56,5 @@ inline __m256i run_add(__m256i sum, __m256i u, __m256i s, bool first) {
   return first ? p : _mm256_add_epi16(sum, p);
 }
 
+}  // namespace
 }  // namespace infer::avx2_vnni

@@ -26,8 +26,8 @@
 #include <cassert>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
+#include "kernels/cpu/isa_scratch.hpp"
 #include "kernels/cpu/qdot.hpp"
 #include "quant/block_formats.hpp"
 
@@ -153,12 +153,11 @@ struct Rows {
   }
 };
 
-// A thread's buffer of at least n T.
+// A thread's buffer of at least n T (isa_scratch.hpp: never a std:: container in an ISA's file).
 template <class T>
 T* thread_buffer(size_t n) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
+  thread_local isa_scratch::Buffer<T> buffer;
+  return buffer.at_least(n);
 }
 
 // Rows four at a time, then two, then the last one by the one-row kernel.

@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
+#include "kernels/cpu/isa_scratch.hpp"
 #include "kernels/cpu/qgemm.hpp"
 #include "kernels/cpu/qgemm_avx512_util.hpp"
 
@@ -494,14 +494,14 @@ void q50l_multiply(const void* packed, int64_t count, const void* a, int64_t as,
   if (n_a <= 3) return lanes_multiply<Q50Lanes>(packed, count, a, as, side, ss, n_a, n, y, ys);
   const auto* pk = static_cast<const Q50LanesPacked*>(packed);
   const int64_t blocks = n / kQK;
-  thread_local std::vector<Q8LanesPacked> expanded;
-  if (expanded.size() < static_cast<size_t>(blocks)) expanded.resize(static_cast<size_t>(blocks));
+  thread_local isa_scratch::Buffer<Q8LanesPacked> buffer;
+  Q8LanesPacked* expanded = buffer.at_least(static_cast<size_t>(blocks));
   for (int64_t i = 0; i < blocks; ++i) {
-    std::memcpy(expanded[static_cast<size_t>(i)].d, pk[i].d, sizeof pk[i].d);
+    std::memcpy(expanded[i].d, pk[i].d, sizeof pk[i].d);
     const Q50Lanes::State st = Q50Lanes::prepare(pk[i]);
-    for (int p = 0; p < 8; ++p) _mm512_storeu_si512(expanded[static_cast<size_t>(i)].qs[p], Q50Lanes::quants(pk[i], st, p));
+    for (int p = 0; p < 8; ++p) _mm512_storeu_si512(expanded[i].qs[p], Q50Lanes::quants(pk[i], st, p));
   }
-  lanes_multiply<Q8Lanes>(expanded.data(), count, a, as, side, ss, n_a, n, y, ys);
+  lanes_multiply<Q8Lanes>(expanded, count, a, as, side, ss, n_a, n, y, ys);
 }
 
 // ---- Q4_1, Q5_1 packed at load: the same lanes, against Q8_1 rows, with the mins in the lanes ----
@@ -575,16 +575,16 @@ void min_lanes_multiply(const void* packed, int64_t count, const void* a, int64_
   if (n_a <= 3) return lanes_multiply<L>(packed, count, a, as, side, ss, n_a, n, y, ys);
   const auto* pk = static_cast<const typename L::Packed*>(packed);
   const int64_t blocks = n / kQK;
-  thread_local std::vector<MinLanesExpanded> expanded;
-  if (expanded.size() < static_cast<size_t>(blocks)) expanded.resize(static_cast<size_t>(blocks));
+  thread_local isa_scratch::Buffer<MinLanesExpanded> buffer;
+  MinLanesExpanded* expanded = buffer.at_least(static_cast<size_t>(blocks));
   for (int64_t i = 0; i < blocks; ++i) {
-    MinLanesExpanded& e = expanded[static_cast<size_t>(i)];
+    MinLanesExpanded& e = expanded[i];
     std::memcpy(e.d, pk[i].d, sizeof e.d);
     std::memcpy(e.m, pk[i].m, sizeof e.m);
     const typename L::State st = L::prepare(pk[i]);
     for (int p = 0; p < 8; ++p) _mm512_storeu_si512(e.qs[p], L::quants(pk[i], st, p));
   }
-  lanes_multiply<MinExpandedLanes>(expanded.data(), count, a, as, side, ss, n_a, n, y, ys);
+  lanes_multiply<MinExpandedLanes>(expanded, count, a, as, side, ss, n_a, n, y, ys);
 }
 
 // ---- Q4_1, Q5_1: as Q8_0's pairs, against Q8_1 activations, with a chain for the mins ----

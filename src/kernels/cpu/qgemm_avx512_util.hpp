@@ -15,13 +15,16 @@
 
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
+#include "kernels/cpu/isa_scratch.hpp"
 #include "kernels/cpu/qgemm_layouts.hpp"
 #include "kernels/cpu/qgemm_tiles.hpp"
 #include "quant/block_formats.hpp"
 
 namespace infer::avx512_tiles {
+// Everything here has internal linkage (the anonymous namespace): each file keeps its own copy
+// (tests/integration/isa_symbols.py).
+namespace {
 
 using namespace qgemm_tiles;
 
@@ -58,9 +61,9 @@ inline void by_eights(int64_t n_a, Rows&& rows) {
 // The calling thread's scratch of at least `floats` floats, for the 16-lane chains of the
 // K-blocked kernels (INT4, FP8) waiting between blocks.
 inline float* chain_scratch(size_t floats) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < floats) scratch.resize(floats);
-  return scratch.data();
+  thread_local isa_scratch::Buffer<float> scratch;
+  return scratch.at_least(floats);
 }
 
+}  // namespace
 }  // namespace infer::avx512_tiles

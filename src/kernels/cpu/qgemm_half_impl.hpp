@@ -26,7 +26,8 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <vector>
+
+#include "kernels/cpu/isa_scratch.hpp"
 
 namespace infer::INFER_ISA_NS {
 namespace {
@@ -205,25 +206,6 @@ void pairs_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept 
     std::memcpy(out + 8 * c, in + 8 * kWays * c, static_cast<size_t>(std::min<int64_t>(8, n - 8 * c)) * 2);
 }
 
-// Each thread's buffer for the tiles' path: the group's F32 layout. Plain operator new, no
-// std::vector: a standard-library template instantiated here is compiled with this file's ISA
-// flags, and the linker may keep that copy for every caller (std::vector<float>'s growth, built
-// with AVX-512 flags, ended the AVX2 path of an AVX2-only CPU with SIGILL).
-struct FloatScratch {
-  float* data = nullptr;
-  size_t count = 0;
-  ~FloatScratch() { ::operator delete(data); }
-};
-inline float* scratch(FloatScratch& buffer, size_t n) {
-  if (buffer.count < n) {
-    void* grown = ::operator new(n * sizeof(float));  // throws std::bad_alloc
-    ::operator delete(buffer.data);
-    buffer.data = static_cast<float*>(grown);
-    buffer.count = n;
-  }
-  return buffer.data;
-}
-
 // Shape (the ISA's file) adds
 //   pairs_gemv<kBf16, R>(pk, count, side, ss, n, y, ys)   R <= 3 activation rows (their F32 side
 //       rows) against the group's rows in the pairs layout, as one stream
@@ -236,8 +218,9 @@ void pairs_multiply(const void* packed, int64_t count, const void* a, int64_t as
   if (n_a >= Shape::kMinTileActs) {
     // Converted straight from the interleaved chunks (restoring the rows first, one short memcpy
     // a chunk, made this path 1.3 to 3 times slower than packing the file's rows).
-    thread_local FloatScratch tiles;
-    float* f = scratch(tiles, static_cast<size_t>(packed_bytes(n) / 4 + 16));
+    // Each thread's buffer: the group's F32 layout (isa_scratch.hpp: never a std:: container here).
+    thread_local isa_scratch::Buffer<float> tiles;
+    float* f = tiles.at_least(static_cast<size_t>(packed_bytes(n) / 4 + 16));
     float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(f) + 63) / 64 * 64);
     const int64_t set_step = chunks(n) * 8 * kWays;
     const auto chunk = [&](int64_t j, int64_t c) { return pk + j / kWays * set_step + 8 * kWays * c + j % kWays * 8; };

@@ -17,6 +17,10 @@
 #include "quant/block_formats.hpp"
 
 namespace infer::qgemm_layouts {
+// Everything here has internal linkage (the anonymous namespace): each ISA's file keeps its own
+// copy, compiled with its flags, which the linker cannot swap for another file's
+// (tests/integration/isa_symbols.py).
+namespace {
 
 using namespace quant;
 
@@ -388,4 +392,5 @@ void k16_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
   for (int64_t i = 0; i < n / kQKK; ++i) T::unpack(pk[i], j, out[i]);
 }
 
+}  // namespace
 }  // namespace infer::qgemm_layouts

@@ -11,6 +11,10 @@
 #include "quant/block_formats.hpp"
 
 namespace infer::qgemm_tiles {
+// Everything here has internal linkage (the anonymous namespace): each ISA's file keeps its own
+// copy, compiled with its flags, which the linker cannot swap for another file's
+// (tests/integration/isa_symbols.py).
+namespace {
 
 inline int64_t round64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -103,4 +107,5 @@ void q4_0_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
   }
 }
 
+}  // namespace
 }  // namespace infer::qgemm_tiles

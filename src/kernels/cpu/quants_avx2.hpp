@@ -16,6 +16,10 @@
 #include "quant/block_formats.hpp"
 
 namespace infer::avx2_quants {
+// Everything here has internal linkage (the anonymous namespace): each ISA's file keeps its own
+// copy, compiled with its flags, which the linker cannot swap for another file's
+// (tests/integration/isa_symbols.py).
+namespace {
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -114,4 +118,5 @@ inline void transpose8(const __m256i* in, __m256i* out) {
   }
 }
 
+}  // namespace
 }  // namespace infer::avx2_quants

@@ -1,8 +1,7 @@
 // The CUDA kernels' weight-block decoders (cuda/quant_blocks.cuh), compiled for the host, read
 // every element of random blocks of each type the backend uploads exactly as the scalar
 // dequantizer does (bit for bit). Needs no GPU: it runs in every INFER_CUDA build.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+#include <catch2/catch.hpp>  // main: tests/unit/main.cpp (infer-catch-main)
 
 #include <cstring>
 #include <vector>

@@ -95,7 +95,7 @@ def cpu_has_avx2():
 
 llama_bin = os.environ.get("LLAMA_CPP_AVX2_BIN") or subprocess.run(
     [os.path.join(root, "scripts/build-llama-cpp")], capture_output=True, text=True, check=True,
-    env=dict(os.environ, LLAMA_CPP_ISA="avx2")).stdout.split()[-1]
+    env=dict(os.environ, LLAMA_CPP_ISA="avx2", LLAMA_CPP_TARGETS="llama-quantize llama-imatrix")).stdout.split()[-1]
 llama_imatrix, llama_quantize = os.path.join(llama_bin, "llama-imatrix"), os.path.join(llama_bin, "llama-quantize")
 exact_possible = cpu_has_avx2()
 CTX, CHUNKS = "64", "8"

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""infer-imatrix against llama.cpp's llama-imatrix (the AVX2 reference build of
-scripts/build-llama-cpp, or the bin/ directory in $LLAMA_CPP_AVX2_BIN), on the reference models of
+"""infer-imatrix against llama.cpp's llama-imatrix (its AVX2 build), on the reference models of
 tests/data/models (F32, F16 and BF16 made by infer-make-model from make-model.args; the quantized
-files and the other families as shipped), over the same text with the same chunking:
+files and the other families as shipped), over the same text with the same chunking.
+llama-imatrix's files are kept in tests/data/imatrix/, with the SHA-256 of llama-quantize's outputs
+that read them, by tests/reference/make-quantize-reference.sh: it runs this script with --record,
+which runs llama.cpp's tools live beside ours and writes them. Without --record no llama.cpp is
+needed. Checked:
   - every weight matrix llama-imatrix records is recorded, with equal counts and chunk metadata;
   - the sums of squared activations (in_sum2) are equal bit for bit where our kernels compute what
     the AVX2 build computes (every model but gemma3 on a CPU with AVX2: then both files, GGUF and
@@ -10,28 +13,37 @@ files and the other families as shipped), over the same text with the same chunk
     differ from ggml in the last bits of some activations, so there the sums agree within a
     relative 1e-4 (measured: 2.2e-7 and 5.2e-5; F32 sums of 64 to 512 squares that each differ by
     a few ulps stay far below it, while a wrong row, column or count moves them by >1e-2);
-  - each side reads the other's files: llama-quantize --imatrix OURS and infer-quantize --imatrix
-    THEIRS write the same quantized model, in both formats, and that model differs from the one
-    quantized without the matrix;
+  - each side reads the other's files: infer-quantize --imatrix THEIRS writes llama-quantize
+    --imatrix THEIRS's model, in both formats, and so does infer-quantize --imatrix OURS, whose file
+    is byte-identical to theirs (with --record llama-quantize --imatrix OURS runs too); that model
+    differs from the one quantized without the matrix;
   - infer-quantize --calib TEXT quantizes exactly as --imatrix with infer-imatrix's file of TEXT;
   - --help shows the usage README.md shows;
-  - bad input: too short a text, a truncated or foreign imatrix file, another model's matrix, bad flags (exit 1 or 2 with
-    one line on stderr); progress lines on stderr.
+  - bad input: too short a text, a truncated or foreign imatrix file, another model's matrix (with
+    --record: which llama-quantize refuses too), bad flags (exit 1 or 2 with one line on stderr);
+    progress lines on stderr.
 
-usage: imatrix_cli.py BIN_DIR REPO_ROOT
+usage: imatrix_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]
 """
+import hashlib
 import os
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 
-bin_dir, root = sys.argv[1:3]
+bin_dir, root = (os.path.abspath(a) for a in sys.argv[1:3])
+llama_bin = os.path.abspath(sys.argv[4]) if len(sys.argv) == 5 and sys.argv[3] == "--record" else None
+if len(sys.argv) != 3 and llama_bin is None:
+    sys.exit("usage: imatrix_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]")
 sys.path.insert(0, os.path.join(root, "scripts"))
-import gguf_kv  # noqa: E402  (the GGUF key/value reader of scripts/)
+import gguf_kv  # noqa: E402  (the GGUF reader of scripts/)
 tool = lambda name: os.path.join(bin_dir, name)
 models_dir = os.path.join(root, "tests/data/models")
+reference_dir = os.path.join(root, "tests/data/imatrix")
+quantize_reference = os.path.join(reference_dir, "llama-quantize.tsv")
 failures = []
 checks = 0
 
@@ -51,38 +63,20 @@ def run(args, expect_rc=0, env=None, cwd=None):
 
 
 def read_imatrix(path):
-    """{weight: (sums, counts)} and the metadata of a GGUF imatrix file (a minimal GGUF reader)."""
-    with open(path, "rb") as f:
-        r = gguf_kv._Reader(f)
-        assert f.read(4) == b"GGUF"
-        r.take("<I")
-        n_tensors, n_kv = r.take("<Q"), r.take("<Q")
-        kv = {}
-        for _ in range(n_kv):
-            key = r.string()
-            vtype = r.take("<I")
-            kv[key] = r.value(vtype)
-        infos = []
-        for _ in range(n_tensors):
-            name = r.string()
-            dims = [r.take("<Q") for _ in range(r.take("<I"))]
-            ttype, offset = r.take("<I"), r.take("<Q")
-            check(ttype == 0, f"{path}: {name} is not F32")
-            infos.append((name, dims, offset))
-        start = (f.tell() + 31) // 32 * 32
-    data = open(path, "rb").read()
-    tensors = {}
-    for name, dims, offset in infos:
-        n = 1
-        for d in dims:
-            n *= d
-        tensors[name] = struct.unpack_from(f"<{n}f", data, start + offset)
+    """{weight: (sums, counts)} and the metadata of a GGUF imatrix file."""
+    kv = {key: value for key, _, value in gguf_kv.read(path)[0]}
+    tensors = gguf_kv.read_f32_tensors(path)
     out = {}
     for name in tensors:
         if name.endswith(".in_sum2"):
             w = name[: -len(".in_sum2")]
             out[w] = (tensors[name], tensors.get(w + ".counts"))
     return out, kv
+
+
+def digest(path):
+    data = open(path, "rb").read()
+    return len(data), hashlib.sha256(data).hexdigest()
 
 
 def cpu_has_avx2():
@@ -93,11 +87,29 @@ def cpu_has_avx2():
     return all(f in flags for f in ("avx2", "fma", "f16c"))
 
 
-llama_bin = os.environ.get("LLAMA_CPP_AVX2_BIN") or subprocess.run(
-    [os.path.join(root, "scripts/build-llama-cpp")], capture_output=True, text=True, check=True,
-    env=dict(os.environ, LLAMA_CPP_ISA="avx2", LLAMA_CPP_TARGETS="llama-quantize llama-imatrix")).stdout.split()[-1]
-llama_imatrix, llama_quantize = os.path.join(llama_bin, "llama-imatrix"), os.path.join(llama_bin, "llama-quantize")
 exact_possible = cpu_has_avx2()
+# name -> (bytes, sha256) of llama-quantize's outputs with llama-imatrix's files.
+quantized = {}
+if llama_bin is None:
+    for line in open(quantize_reference):
+        if not line.startswith("#"):
+            name, size, sha = line.split()
+            quantized[name] = (int(size), sha)
+# The F32/F16/BF16 models infer-make-model rebuilds: llama.cpp's files were made from these.
+made = {}
+for line in open(os.path.join(models_dir, "reference.tsv")):
+    fields = line.split("\t")
+    if fields[1] == "ours":
+        made[fields[0]] = fields[2]
+
+
+def llama(name, args):
+    """A llama.cpp tool of the --record run, in tmp; true when it exits 0."""
+    p = subprocess.run([os.path.join(llama_bin, name)] + args, capture_output=True, timeout=600, cwd=tmp)
+    check(p.returncode == 0, f"{name} {' '.join(args)}: exit {p.returncode}: {p.stderr.decode()[-400:]}")
+    return p.returncode == 0
+
+
 CTX, CHUNKS = "64", "8"
 rows = []
 
@@ -113,6 +125,8 @@ with tempfile.TemporaryDirectory() as tmp:
     for t in ("f32", "f16", "bf16"):
         models[f"ref-{t}"] = os.path.join(tmp, f"ref-{t}.gguf")
         run([tool("infer-make-model"), "-o", models[f"ref-{t}"], "--type", t] + make_args, cwd=root)
+        check(digest(models[f"ref-{t}"])[1] == made.get(f"ref-{t}.gguf"),
+              f"ref-{t}.gguf is not the model of tests/data/models/reference.tsv (infer-make-model changed?)")
     for name in ("ref-q8_0", "ref-q4_0", "ref-q5_1", "ref-q2_k", "ref-q3_k_m", "ref-q4_k_m", "ref-q6_k",
                  "qwen2-q4_k_m", "qwen3-q4_0", "phi3-q8_0", "gemma3-q8_0", "peaked-q4_k_m"):
         models[name] = os.path.join(models_dir, f"{name}.gguf")
@@ -137,19 +151,23 @@ with tempfile.TemporaryDirectory() as tmp:
             check(worst <= 1e-4, f"{label}: in_sum2 differs from llama-imatrix's by a relative {worst:.3g} > 1e-4")
         return worst
 
+    # llama-imatrix's file of each model: run with --record (and kept), else the one kept.
+    theirs_of = lambda name: os.path.join(reference_dir, f"{name}.gguf")  # noqa: E731
+    if llama_bin is not None:
+        os.makedirs(reference_dir, exist_ok=True)
     for name, path in models.items():
-        theirs = os.path.join(tmp, f"{name}.llama.gguf")
-        p = subprocess.run([llama_imatrix, "-m", path, "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", theirs,
-                            "-t", "2"], capture_output=True, timeout=600, cwd=tmp)
-        check(p.returncode == 0, f"llama-imatrix {name}: exit {p.returncode}: {p.stderr.decode()[-400:]}")
-        if p.returncode != 0:
+        if llama_bin is not None:
+            llama("llama-imatrix", ["-m", path, "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", theirs_of(name),
+                                    "-t", "2"])
+        check(os.path.exists(theirs_of(name)), f"{theirs_of(name)} is missing")
+        if not os.path.exists(theirs_of(name)):
             continue
         ours = os.path.join(tmp, f"{name}.ours.gguf")
         run([tool("infer-imatrix"), "-m", path, "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", ours, "-t", "2"],
             cwd=tmp)
         exact = exact_possible and not name.startswith("gemma3")
-        worst = compare(name, ours, theirs, exact)
-        same_bytes = open(ours, "rb").read() == open(theirs, "rb").read()
+        worst = compare(name, ours, theirs_of(name), exact)
+        same_bytes = open(ours, "rb").read() == open(theirs_of(name), "rb").read()
         if exact:
             check(same_bytes, f"{name}: the GGUF imatrix file is not byte-identical to llama-imatrix's")
         rows.append((name, "default", worst, same_bytes))
@@ -160,45 +178,53 @@ with tempfile.TemporaryDirectory() as tmp:
         ours = os.path.join(tmp, f"{name}.scalar.gguf")
         run([tool("infer-imatrix"), "-m", models[name], "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", ours],
             env=env, cwd=tmp)
-        rows.append((name, "scalar", compare(f"{name} (scalar)", ours, os.path.join(tmp, f"{name}.llama.gguf"), False),
-                     None))
+        rows.append((name, "scalar", compare(f"{name} (scalar)", ours, theirs_of(name), False), None))
 
     # The legacy format, both ways.
     src = models["ref-f32"]
-    ours_dat, theirs_dat = os.path.join(tmp, "ours.dat"), os.path.join(tmp, "theirs.dat")
+    ours_dat, theirs_dat = os.path.join(tmp, "ours.dat"), os.path.join(reference_dir, "ref-f32.dat")
     run([tool("infer-imatrix"), "-m", src, "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", ours_dat,
          "--output-format", "dat"], cwd=tmp)
-    p = subprocess.run([llama_imatrix, "-m", src, "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", theirs_dat,
-                        "--output-format", "dat"], capture_output=True, timeout=600, cwd=tmp)
-    check(p.returncode == 0, f"llama-imatrix --output-format dat: exit {p.returncode}")
+    if llama_bin is not None:
+        llama("llama-imatrix", ["-m", src, "-f", "calib.txt", "-c", CTX, "--chunks", CHUNKS, "-o", theirs_dat,
+                                "--output-format", "dat"])
     if exact_possible:
         check(open(ours_dat, "rb").read() == open(theirs_dat, "rb").read(), "the .dat file differs from llama-imatrix's")
 
-    # Each side reads the other's files: the same quantized model either way.
-    def quantize_pair(label, imatrix_ours, imatrix_theirs, qtype):
-        a, b = os.path.join(tmp, f"{label}.ours.gguf"), os.path.join(tmp, f"{label}.llama.gguf")
-        run([tool("infer-quantize"), src, a, qtype, "--imatrix", imatrix_theirs, "-t", "2"])
-        p = subprocess.run([llama_quantize, "--imatrix", imatrix_ours, src, b, qtype, "2"], capture_output=True, timeout=600)
-        check(p.returncode == 0, f"llama-quantize --imatrix {label}: exit {p.returncode}: {p.stderr.decode()[-300:]}")
-        return a, b
+    # Each side reads the other's files. The matrix goes in by one relative name, imatrix.FORMAT:
+    # the quantized model's metadata holds it.
+    def quantize_with(label, imatrix_file, fmt, qtype, tool_name):
+        shutil.copyfile(imatrix_file, os.path.join(tmp, f"imatrix.{fmt}"))
+        out = f"{label}.gguf"
+        if tool_name == "infer-quantize":
+            run([tool("infer-quantize"), src, out, qtype, "--imatrix", f"imatrix.{fmt}", "-t", "2"], cwd=tmp)
+        else:
+            llama("llama-quantize", ["--imatrix", f"imatrix.{fmt}", src, out, qtype, "2"])
+        return os.path.join(tmp, out)
 
-    # Where the two imatrix files are not byte-identical the file names in the output differ.
     for qtype in ("Q4_K_M", "Q4_0"):
-        for fmt, ours_file, theirs_file in (("gguf", os.path.join(tmp, "ref-f32.ours.gguf"),
-                                             os.path.join(tmp, "ref-f32.llama.gguf")), ("dat", ours_dat, theirs_dat)):
-            same_name = os.path.join(tmp, f"imatrix.{fmt}")
-            os.replace(ours_file, same_name)
-            a, _ = quantize_pair(f"x-{qtype}-{fmt}-a", same_name, same_name, qtype)
-            os.replace(same_name, ours_file)
-            os.replace(theirs_file, same_name)
-            _, b = quantize_pair(f"x-{qtype}-{fmt}-b", same_name, same_name, qtype)
-            os.replace(same_name, theirs_file)
-            if exact_possible:
+        for fmt, ours_file, theirs_file in (("gguf", os.path.join(tmp, "ref-f32.ours.gguf"), theirs_of("ref-f32")),
+                                            ("dat", ours_dat, theirs_dat)):
+            key = f"ref-f32-{qtype}-{fmt}"
+            a = quantize_with(f"{key}-theirs", theirs_file, fmt, qtype, "infer-quantize")
+            if llama_bin is not None:
+                b = quantize_with(f"{key}-llama", theirs_file, fmt, qtype, "llama-quantize")
+                quantized[key] = digest(b)
                 check(open(a, "rb").read() == open(b, "rb").read(),
-                      f"{qtype}: infer-quantize with llama-imatrix's {fmt} file differs from llama-quantize with ours")
+                      f"{key}: infer-quantize with llama-imatrix's file differs from llama-quantize with it")
+            check(digest(a) == quantized.get(key),
+                  f"{key}: infer-quantize with llama-imatrix's file is not llama-quantize's model with it")
+            a_ours = quantize_with(f"{key}-ours", ours_file, fmt, qtype, "infer-quantize")
+            if exact_possible:
+                check(open(a_ours, "rb").read() == open(a, "rb").read(),
+                      f"{key}: infer-quantize with infer-imatrix's file differs from it with llama-imatrix's")
+            if llama_bin is not None:
+                b_ours = quantize_with(f"{key}-llama-ours", ours_file, fmt, qtype, "llama-quantize")
+                check(open(b_ours, "rb").read() == open(b, "rb").read(),
+                      f"{key}: llama-quantize with infer-imatrix's file differs from llama-quantize with llama-imatrix's")
     plain = os.path.join(tmp, "plain.gguf")
     run([tool("infer-quantize"), src, plain, "Q4_K_M"])
-    weighted = os.path.join(tmp, "x-Q4_K_M-gguf-a.ours.gguf")
+    weighted = os.path.join(tmp, "ref-f32-Q4_K_M-gguf-ours.gguf")
     pa, wa = open(plain, "rb").read(), open(weighted, "rb").read()
     # The tensor data (the last MiB) changes, not only the metadata.
     check(pa[-(1 << 20):] != wa[-(1 << 20):], "quantizing with the importance matrix changed no tensor data")
@@ -253,14 +279,22 @@ with tempfile.TemporaryDirectory() as tmp:
     err = run([tool("infer-quantize"), src, os.path.join(tmp, "y.gguf"), "Q4_K_M", "--imatrix",
                os.path.join(tmp, "gemma3-q8_0.ours.gguf")], expect_rc=1)
     check("is different from tensor size" in err, f"a mismatched importance matrix: {err!r}")
-    p = subprocess.run([llama_quantize, "--imatrix", os.path.join(tmp, "gemma3-q8_0.ours.gguf"), src,
-                        os.path.join(tmp, "z.gguf"), "Q4_K_M"], capture_output=True, timeout=600)
-    check(p.returncode != 0, "llama-quantize accepted a mismatched importance matrix (the test's premise)")
+    if llama_bin is not None:
+        p = subprocess.run([os.path.join(llama_bin, "llama-quantize"), "--imatrix", os.path.join(tmp, "gemma3-q8_0.ours.gguf"),
+                            src, os.path.join(tmp, "z.gguf"), "Q4_K_M"], capture_output=True, timeout=600)
+        check(p.returncode != 0, "llama-quantize accepted a mismatched importance matrix (the test's premise)")
     run([tool("infer-quantize"), src, os.path.join(tmp, "y.gguf"), "Q4_K_M", "--imatrix", truncated, "--calib", "calib.txt"],
         expect_rc=2)
     check(not os.path.exists(os.path.join(tmp, "y.gguf")), "a failed run left an output file")
 
-print(f"{'model':16} {'ISA':8} {'max rel. diff of in_sum2':>26}  GGUF file identical")
+if llama_bin is not None:
+    with open(quantize_reference, "w") as f:
+        f.write("# llama-quantize --imatrix with llama-imatrix's files of this directory (size, SHA-256), written by\n"
+                f"# tests/reference/make-quantize-reference.sh with llama.cpp's {os.path.basename(os.path.dirname(llama_bin))}\n")
+        for name in sorted(quantized):
+            f.write(f"{name}\t{quantized[name][0]}\t{quantized[name][1]}\n")
+print(f"{'model':16} {'ISA':8} {'max rel. diff of in_sum2':>26}  GGUF file identical"
+      + (" (llama-imatrix live)" if llama_bin else " (llama-imatrix's kept files)"))
 for name, isa, worst, same in rows:
     print(f"{name:16} {isa:8} {worst:26.3g}  {'' if same is None else 'yes' if same else 'no'}")
 print(f"{len(failures)} of {checks} checks failed" if failures else f"all {checks} checks passed")

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""infer-quantize against llama-quantize (the AVX2 build of scripts/build-llama-cpp, or the bin/
-directory in $LLAMA_CPP_BIN), on small random models from infer-make-model:
+"""infer-quantize against llama-quantize, on small random models from infer-make-model and
+importance matrices this script writes from a seeded generator. llama-quantize's outputs are
+recorded in tests/data/quantize/llama-quantize.tsv (size and SHA-256 of each, and of each input
+model) by tests/reference/make-quantize-reference.sh, which runs this script with --record: that
+compares with llama-quantize live, byte for byte, and writes the table. Without --record no
+llama.cpp is needed. Checked:
   - every preset (Q4_0 ... Q6_K, the K-quant mixtures, F16, BF16, F32) and, with --pure, every
     type writes the same file byte for byte: metadata, tensor infos and data;
   - on models whose rows are multiples of 256 (K-quants apply), whose rows are not (96, 144:
     llama.cpp's fallbacks, down to F16 where 32 does not divide either), F16 and BF16 inputs, tied
     embeddings, a fused-QKV architecture (phi3), grouped-query attention with 4 heads per KV head
     and gemma3; 80 layers with GQA, llama.cpp's 70B case, for the presets whose rules it changes;
-  - with an importance matrix (infer-imatrix's, over the start of tests/data/text/corpus.txt), every
+  - with an importance matrix (of every weight, in llama-imatrix's GGUF format), every
     preset that reads one equals llama-quantize --imatrix on every model above (the 8 layers of k256
     also cover Q4_0 / Q5_0's ffn_down rule), every such type with --pure on k256 and odd, and so do
     --include-weights and --exclude-weights;
@@ -22,16 +26,24 @@ with --pure (each quantizer on each model's rows and input types) and k256 / odd
 quantizer, but the presets' rules run on k256 alone and the 70B case not at all (a third of the
 comparisons; the summary line says how many ran).
 
-usage: quantize_cli.py BIN_DIR REPO_ROOT
+usage: quantize_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]
 """
+import hashlib
 import os
+import random
 import re
 import subprocess
 import sys
 import tempfile
 
-bin_dir, root = sys.argv[1:3]
+bin_dir, root = (os.path.abspath(a) for a in sys.argv[1:3])
+llama_bin = os.path.abspath(sys.argv[4]) if len(sys.argv) == 5 and sys.argv[3] == "--record" else None
+if len(sys.argv) != 3 and llama_bin is None:
+    sys.exit("usage: quantize_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]")
+sys.path.insert(0, os.path.join(root, "scripts"))
+import gguf_kv  # noqa: E402  (the GGUF reader and writer of scripts/)
 tool = lambda name: os.path.join(bin_dir, name)
+reference_path = os.path.join(root, "tests/data/quantize/llama-quantize.tsv")
 failures = []
 checks = 0
 
@@ -43,19 +55,42 @@ def check(cond, what):
         failures.append(what)
 
 
-def run(args, expect_rc=0):
-    p = subprocess.run(args, capture_output=True, timeout=600)
+def run(args, expect_rc=0, cwd=None):
+    p = subprocess.run(args, capture_output=True, timeout=600, cwd=cwd)
     err = p.stderr.decode("utf-8", "replace")
     check(p.returncode == expect_rc, f"{' '.join(args)}: exit {p.returncode}, expected {expect_rc}: {err[-400:]}")
     return err
 
 
-# The AVX2 build: ggml's quantizers are scalar code, so any build writes the same bytes, and the
-# imatrix test needs that build anyway (CI then builds llama.cpp once, not twice).
-llama_bin = os.environ.get("LLAMA_CPP_BIN") or subprocess.run(
-    [os.path.join(root, "scripts/build-llama-cpp")], capture_output=True, text=True, check=True,
-    env=dict(os.environ, LLAMA_CPP_ISA="avx2", LLAMA_CPP_TARGETS="llama-quantize llama-imatrix")).stdout.split()[-1]
-llama_quantize = os.path.join(llama_bin, "llama-quantize")
+# name -> (bytes, sha256) of llama-quantize's output ("input:MODEL": of the model it read).
+reference = {}
+if llama_bin is None:
+    for line in open(reference_path):
+        if not line.startswith("#"):
+            name, size, digest = line.split()
+            reference[name] = (int(size), digest)
+
+
+def digest(data):
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def write_imatrix(model, path):
+    """An importance matrix of every weight of `model`, as llama-imatrix writes one (GGUF: Σx² per
+    column and the rows seen), with values spread over four decades from a generator seeded by the
+    file name: the same bytes on every machine, whatever our kernels compute."""
+    rng = random.Random(os.path.basename(path))
+    _, tensors, _ = gguf_kv.read(model)
+    count = 128.0
+    entries = []
+    for name, dims, _, _ in tensors:
+        if len(dims) == 2:
+            entries.append((f"{name}.in_sum2", [dims[0], 1], [count * 10 ** rng.uniform(-2, 2) for _ in range(dims[0])]))
+            entries.append((f"{name}.counts", [1, 1], [count]))
+    kv = [("general.type", gguf_kv.STRING, "imatrix"), ("imatrix.datasets", gguf_kv.ARRAY, (gguf_kv.STRING, ["calib.txt"])),
+          ("imatrix.chunk_count", gguf_kv.U32, 4), ("imatrix.chunk_size", gguf_kv.U32, 32)]
+    gguf_kv.write_kv(path, kv, entries)
+
 
 presets = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
            "Q5_K_S", "Q5_K_M", "Q6_K", "Q3_K", "Q4_K", "Q5_K", "F16", "BF16", "F32"]
@@ -82,39 +117,66 @@ models = {
     "gemma3": ["--arch", "gemma3", "--n-embd", "256", "--n-ff", "512", "--n-layer", "3", "--seed", "8"] + common,
 }
 
-sanitized = os.environ.get("INFER_TEST_SANITIZED") == "1"
+sanitized = os.environ.get("INFER_TEST_SANITIZED") == "1" and llama_bin is None
 full = lambda model: not sanitized or model == "k256"  # noqa: E731: the presets' rules on this model
 identical = 0
 with tempfile.TemporaryDirectory() as tmp:
+    # Every tool runs in tmp with names relative to it: the importance matrix's name goes into the
+    # output's metadata.
 
     def same_file(name, src, extra_ours, extra_theirs, qtype):
-        """Both tools on src; true when the outputs are byte-identical (a failure names the first difference)."""
+        """Ours on src against llama-quantize's output, live with --record, else its recorded size
+        and SHA-256; true when they match (a live failure names the first difference)."""
         global identical
-        ours, theirs = os.path.join(tmp, f"{name}.ours.gguf"), os.path.join(tmp, f"{name}.llama.gguf")
-        run([tool("infer-quantize"), src, ours, qtype, "-t", "2"] + extra_ours)
-        p = subprocess.run([llama_quantize] + extra_theirs + [src, theirs, qtype, "2"], capture_output=True, timeout=600)
-        check(p.returncode == 0, f"llama-quantize {name}: exit {p.returncode}: {p.stderr.decode()[-400:]}")
-        if p.returncode != 0 or not os.path.exists(ours):
+        ours, theirs = f"{name}.ours.gguf", f"{name}.llama.gguf"
+        run([tool("infer-quantize"), src, ours, qtype, "-t", "2"] + extra_ours, cwd=tmp)
+        if not os.path.exists(os.path.join(tmp, ours)):
             return
-        a, b = open(ours, "rb").read(), open(theirs, "rb").read()
-        first = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
-        check(a == b, f"{name}: {len(a)} bytes against llama-quantize's {len(b)}, first difference at byte {first}")
-        identical += a == b
-        os.remove(ours)
-        os.remove(theirs)
+        a = open(os.path.join(tmp, ours), "rb").read()
+        os.remove(os.path.join(tmp, ours))
+        if llama_bin is not None:
+            p = subprocess.run([os.path.join(llama_bin, "llama-quantize")] + extra_theirs + [src, theirs, qtype, "2"],
+                               capture_output=True, timeout=600, cwd=tmp)
+            check(p.returncode == 0, f"llama-quantize {name}: exit {p.returncode}: {p.stderr.decode()[-400:]}")
+            if p.returncode != 0:
+                return
+            b = open(os.path.join(tmp, theirs), "rb").read()
+            os.remove(os.path.join(tmp, theirs))
+            reference[name] = digest(b)
+            first = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+            check(a == b, f"{name}: {len(a)} bytes against llama-quantize's {len(b)}, first difference at byte {first}")
+            identical += a == b
+            return
+        want = reference.get(name)
+        check(want is not None, f"{name}: not in {reference_path}")
+        got = digest(a)
+        same = want == got
+        check(same, f"{name}: {got[0]} bytes with SHA-256 {got[1][:16]}..., llama-quantize's output "
+              f"{want[0] if want else '?'} bytes with {want[1][:16] if want else '?'}...; "
+              "tests/reference/make-quantize-reference.sh compares live and names the first difference")
+        identical += same
 
-    calib = os.path.join(tmp, "calib.txt")
-    with open(os.path.join(root, "tests/data/text/corpus.txt"), "rb") as f:
-        open(calib, "wb").write(f.read(12000))
-    for model, args in models.items():
-        src = os.path.join(tmp, f"{model}.gguf")
+    def make_model(name, args):
+        """infer-make-model's file, checked against the one the reference was made from."""
+        src = os.path.join(tmp, f"{name}.gguf")
         run([tool("infer-make-model"), "-o", src] + args)
+        got = digest(open(src, "rb").read())
+        if llama_bin is not None:
+            reference[f"input:{name}"] = got
+        else:
+            check(reference.get(f"input:{name}") == got,
+                  f"{name}.gguf is not the model the reference was made from (infer-make-model changed?): "
+                  "run tests/reference/make-quantize-reference.sh")
+        return src
+
+    for model, args in models.items():
+        src = make_model(model, args)
         for p in presets if full(model) else []:
             same_file(f"{model}-{p}", src, [], [], p)
         for t in pure_types:
             same_file(f"{model}-pure-{t}", src, ["--pure"], ["--pure"], t)
-        imatrix = os.path.join(tmp, f"{model}.imatrix.gguf")
-        run([tool("infer-imatrix"), "-m", src, "-f", calib, "-c", "32", "--chunks", "4", "-o", imatrix])
+        imatrix = f"{model}.imatrix.gguf"
+        write_imatrix(src, os.path.join(tmp, imatrix))
         im = ["--imatrix", imatrix]
         for p in imatrix_presets if full(model) else []:
             same_file(f"{model}-imatrix-{p}", src, im, im, p)
@@ -124,9 +186,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # 80 layers of llama with GQA: llama.cpp's "70B" model type, whose attn_v rule differs.
     if not sanitized:
-        src = os.path.join(tmp, "l80.gguf")
-        run([tool("infer-make-model"), "-o", src, "--n-embd", "256", "--n-ff", "256", "--n-layer", "80", "--seed", "9"]
-            + common)
+        src = make_model("l80", ["--n-embd", "256", "--n-ff", "256", "--n-layer", "80", "--seed", "9"] + common)
         for p in presets_70b:
             same_file(f"l80-{p}", src, [], [], p)
         os.remove(src)
@@ -134,7 +194,7 @@ with tempfile.TemporaryDirectory() as tmp:
     src = os.path.join(tmp, "k256.gguf")
     same_file("keep-output", src, ["--keep", "output.weight"], ["--leave-output-tensor"], "Q4_K_M")
     same_file("keep-layer", src, ["--keep", "blk.1.*"], ["--tensor-type", r"blk\.1\.=f32"], "Q4_K_M")
-    im = ["--imatrix", os.path.join(tmp, "k256.imatrix.gguf")]
+    im = ["--imatrix", "k256.imatrix.gguf"]
     same_file("imatrix-include", src, im + ["--include-weights", "ffn_"], im + ["--include-weights", "ffn_"], "Q4_K_M")
     same_file("imatrix-exclude", src, im + ["--exclude-weights", "attn_v", "--exclude-weights", "blk.3."],
               im + ["--exclude-weights", "attn_v", "--exclude-weights", "blk.3."], "Q4_K_M")
@@ -163,7 +223,15 @@ expected = len(models) * (len(presets) + len(pure_types) + len(imatrix_presets))
 if sanitized:
     expected = len(models) * len(pure_types) + len(presets) + len(imatrix_presets) + 2 * len(imatrix_pure_types) + 4
 check(identical == expected, f"{identical} outputs byte-identical, {expected} comparisons expected")
-print(f"{identical} of {expected} outputs byte-identical to llama-quantize; {checks} checks"
+if llama_bin is not None:
+    with open(reference_path, "w") as f:
+        f.write("# llama-quantize's outputs (size, SHA-256) and the models it read, written by\n"
+                "# tests/reference/make-quantize-reference.sh with llama.cpp's "
+                f"{os.path.basename(os.path.dirname(llama_bin))}\n")
+        for name in sorted(reference):
+            f.write(f"{name}\t{reference[name][0]}\t{reference[name][1]}\n")
+print(f"{identical} of {expected} outputs byte-identical to llama-quantize's"
+      + (" (live)" if llama_bin else " (recorded)") + f"; {checks} checks"
       + (" (sanitizer build: the Release build runs all, with the presets on every model and the 70B case)"
          if sanitized else ""))
 for f in failures:

@@ -1,5 +1,8 @@
 #include "core/aligned_buffer.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -20,7 +23,23 @@ Result<AlignedBuffer> AlignedBuffer::allocate(size_t size) {
   return b;
 }
 
+namespace {
+size_t mapped_length(size_t size) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (size + page - 1) / page * page;
+}
+}  // namespace
+
 Result<AlignedBuffer> AlignedBuffer::zeros(size_t size) {
+  if (size >= kLazyZerosBytes && size <= SIZE_MAX / 2) {
+    void* p = mmap(nullptr, mapped_length(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return out_of_memory("could not map " + std::to_string(size) + " bytes");
+    AlignedBuffer b;  // page-aligned, so 64-byte aligned
+    b.data_ = static_cast<uint8_t*>(p);
+    b.size_ = size;
+    b.mapped_ = true;
+    return b;
+  }
   auto b = allocate(size);
   if (b.ok() && size) std::memset(b->data(), 0, size);
   return b;
@@ -37,7 +56,8 @@ AlignedBuffer AlignedBuffer::adopt(void* data, size_t size, Release release) noe
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      release_(std::exchange(other.release_, nullptr)) {}
+      release_(std::exchange(other.release_, nullptr)),
+      mapped_(std::exchange(other.mapped_, false)) {}
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   if (this != &other) {
@@ -45,6 +65,7 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     release_ = std::exchange(other.release_, nullptr);
+    mapped_ = std::exchange(other.mapped_, false);
   }
   return *this;
 }
@@ -52,6 +73,8 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
 void AlignedBuffer::reset() noexcept {
   if (release_ && data_)
     release_(data_);
+  else if (mapped_ && data_)
+    munmap(data_, mapped_length(size_));
   else
     std::free(data_);
 }

@@ -1,6 +1,7 @@
 // Status/Result, the dtype table, aligned buffers, tensor views, logging, the C API basics.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -87,18 +88,29 @@ TEST_CASE("the dtype table is consistent: ids, names, block layouts", "[core][dt
 }
 
 TEST_CASE("aligned buffers are 64-byte aligned, movable, and report huge sizes as out of memory", "[core]") {
-  for (size_t n : {1, 63, 64, 65, 4096, 1000003}) {
+  // Below and above kLazyZerosBytes (fresh mapped pages there), each moved and assigned over
+  // a buffer of the other kind, so that each is freed the way it was allocated.
+  const size_t lazy = AlignedBuffer::kLazyZerosBytes;
+  for (size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{4096}, size_t{1000003}, lazy, lazy + 3, 3 * lazy}) {
     auto b = AlignedBuffer::zeros(n);
     REQUIRE(b.ok());
     CHECK(reinterpret_cast<uintptr_t>(b->data()) % 64 == 0);
     CHECK(b->size() == n);
-    CHECK(b->data()[n - 1] == 0);
+    CHECK(std::all_of(b->data(), b->data() + n, [](uint8_t v) { return v == 0; }));
+    std::memset(b->data(), 0xab, n);
     AlignedBuffer moved = std::move(b).value();
     CHECK(moved.size() == n);
+    CHECK(moved.data()[n - 1] == 0xab);
+    auto other = AlignedBuffer::zeros(n < lazy ? lazy : 64);
+    REQUIRE(other.ok());
+    moved = std::move(other).value();
+    CHECK(moved.size() == (n < lazy ? lazy : 64));
   }
-  auto huge = AlignedBuffer::allocate(SIZE_MAX - 8);
-  REQUIRE_FALSE(huge.ok());
-  CHECK(huge.status().code() == StatusCode::out_of_memory);
+  for (auto* make : {&AlignedBuffer::allocate, &AlignedBuffer::zeros}) {
+    auto huge = make(SIZE_MAX - 8);
+    REQUIRE_FALSE(huge.ok());
+    CHECK(huge.status().code() == StatusCode::out_of_memory);
+  }
   auto empty = AlignedBuffer::allocate(0);
   REQUIRE(empty.ok());
   CHECK(empty->empty());

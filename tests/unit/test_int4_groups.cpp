@@ -222,6 +222,53 @@ TEST_CASE("INT4 quantizer's search never loses to plain round-to-nearest min/max
   }
 }
 
+TEST_CASE("INT4 quantizer: the group search equals its scalar twin bit for bit, codes are nearbyint's", "[int4]") {
+  // Group lengths of the types and others (a tail of 1 to 3 values after the fours); values
+  // uniform, normal, heavy-tailed, with exact zeros, and on the half-steps of a scale.
+  for (int64_t g : {32, 64, 128, 4, 5, 37, 130})
+    for (bool symmetric : {true, false})
+      for (bool weighted : {false, true})
+        for (ScalePrecision p : {ScalePrecision::f32, ScalePrecision::f16, ScalePrecision::bf16})
+          for (uint64_t seed = 1; seed <= 8; ++seed) {
+            INFO("g " << g << " symmetric " << symmetric << " importance " << weighted << " scale " << precision_name(p)
+                      << " seed " << seed);
+            std::mt19937_64 rng(seed * 131 + static_cast<uint64_t>(g));
+            std::normal_distribution<float> normal(0.0f, 0.02f);
+            std::student_t_distribution<float> heavy(2.0f);
+            std::uniform_real_distribution<float> uniform(-0.3f, 0.1f);
+            std::vector<float> w(static_cast<size_t>(g));
+            for (size_t i = 0; i < w.size(); ++i) {
+              const uint64_t kind = seed % 4;
+              w[i] = kind == 0 ? uniform(rng) : kind == 1 ? normal(rng) : kind == 2 ? 0.01f * heavy(rng)
+                                                                                 : 0.125f * static_cast<float>(int(i % 17) - 8) + 0.0625f;
+              if (i % 11 == 3) w[i] = 0.0f;
+            }
+            const auto imp = random_floats(static_cast<size_t>(g), seed + 19, 0.01f, 10.0f);
+            const float* ip = weighted ? imp.data() : nullptr;
+            const I4Group fast = i4_choose_group(w.data(), ip, g, symmetric, p);
+            const I4Group ref = i4_choose_group_ref(w.data(), ip, g, symmetric, p);
+            CHECK(same_bits(fast.d, ref.d));
+            CHECK(same_bits(fast.z, ref.z));
+            CHECK(std::memcmp(&fast.err, &ref.err, sizeof(double)) == 0);
+          }
+  // Codes: clamp(nearbyint(x / d) + z, 0, 15), half-way values to even, far and non-finite ratios
+  // at the ends.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> value(-40.0f, 40.0f);
+  for (float d : {1.0f, 0.5f, 0.37f, 1e-30f, 3e38f})
+    for (float z : {0.0f, 3.0f, 8.0f, 15.0f}) {
+      std::vector<float> xs = {0.0f, -0.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -7.5f, 6.5f, 7.5f, 1e30f, -1e30f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+      for (int k = 0; k < 200; ++k) xs.push_back(value(rng) * d);
+      for (float x : xs) {
+        INFO("x " << x << " d " << d << " z " << z);
+        const float q = std::nearbyint(x / d);
+        const int expect = static_cast<int>(std::clamp(q + z, 0.0f, 15.0f));
+        CHECK(i4_code(x, {d, z}) == expect);
+      }
+    }
+}
+
 TEST_CASE("INT4 dot: the scalar twin is within its float rounding of the float64 product of the dequantized row", "[int4]") {
   const double u = std::ldexp(1.0, -24);
   for (const I4Type& t : i4_types()) {

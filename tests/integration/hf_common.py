@@ -172,6 +172,12 @@ def logits_of(model, weight_type=None):
         return c.prompt_logits
 
 
+def worst_relative(a, b):
+    """Over the rows of two logit matrices, the largest |a - b| of a row relative to the row's largest |b|."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float((np.abs(a - b).max(axis=1) / np.abs(b).max(axis=1)).max())
+
+
 def perplexity(model, weight_type=None):
     """infer-perplexity's output lines (timings left out) over 3 chunks of 128 tokens."""
     args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]

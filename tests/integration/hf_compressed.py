@@ -67,7 +67,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
                        logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused, report,
-                       run, smoothing_groups, text_path, tool, write_safetensors)
+                       run, smoothing_groups, text_path, tool, worst_relative, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
@@ -422,9 +422,6 @@ with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(dst, "config.json"), "w") as f:
                 json.dump(config, f)
 
-    def worst_relative(a, b):
-        return max(max(abs(x - y) for x, y in zip(p, q)) / max(abs(y) for y in q) for p, q in zip(a, b))
-
     for prefix in ("ref", "gemma3", "phi3"):
         label = f"{prefix} online Hadamard input rotations"
         try:
@@ -632,7 +629,7 @@ with tempfile.TemporaryDirectory() as tmp:
             elif prefix == "gemma3":
                 # Gemma stores its norms as w for 1 + w: (1 + w) / s - 1 rounds in float32, by up to
                 # 2^-24 s / |1 + w| of the weight for s up to 2^10. Relative to the row's largest logit.
-                worst = max(max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b) for a, b in zip(lf, l0))
+                worst = worst_relative(lf, l0)
                 checked.append(f"gemma3 smoothed float model: logits within {worst:.2g} of the row's largest (bound 1e-3)")
                 if worst > 1e-3:
                     bad.append(f"the smoothed float model moves a logit by {worst:.3g} of the row's largest")

@@ -54,7 +54,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
                        logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused, report,
-                       run, smoothing_groups, text_path, tool, write_safetensors)
+                       run, smoothing_groups, text_path, tool, worst_relative, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
@@ -144,11 +144,6 @@ def write_pair(src, snapped_dir, compressed_dir, group, symmetric, seed):
     config["quantization_config"] = scheme_config(group, symmetric)
     with open(os.path.join(compressed_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-
-
-def worst_relative(a, b):
-    """The largest |a - b| of a row relative to the row's largest |b|, over the rows."""
-    return max(max(abs(x - y) for x, y in zip(ra, rb)) / max(abs(y) for y in rb) for ra, rb in zip(a, b))
 
 
 def tensors_differ(mine, theirs):

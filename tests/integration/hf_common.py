@@ -4,6 +4,7 @@ scripts/hf-python-deps (numpy, safetensors) on sys.path, running tools, the test
 directories written by scripts/gguf-to-hf, safetensors files read and written from the format's
 definition, importance matrices, the smoothing groups and their record, and the report (one line per check, failures on stderr,
 exit 1 on any)."""
+import atexit
 import json
 import os
 import shlex
@@ -11,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 bin_dir, lib_path, root = sys.argv[1:4]
 os.environ["LIBINFER_LIBRARY"] = lib_path
@@ -19,6 +21,14 @@ import libinfer  # noqa: E402
 
 models = os.path.join(root, "tests/data/models")
 text_path = os.path.join(root, "tests/data/text/corpus.txt")
+# The start of the corpus, up to a line end before 24 KB, for the runs that read a few chunks
+# (perplexity over 3 of 128 tokens, calibration over 4 of 64): the tools tokenize the whole file.
+_short_dir = tempfile.mkdtemp(prefix="libinfer-hf-text-")
+atexit.register(shutil.rmtree, _short_dir, True)
+calib_text = os.path.join(_short_dir, "corpus-start.txt")
+with open(text_path, "rb") as _f, open(calib_text, "wb") as _out:
+    _start = _f.read(24000)
+    _out.write(_start[: _start.rindex(b"\n") + 1])
 failures = []
 checked = []
 
@@ -180,7 +190,7 @@ def worst_relative(a, b):
 
 def perplexity(model, weight_type=None):
     """infer-perplexity's output lines (timings left out) over 3 chunks of 128 tokens."""
-    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", text_path, "-c", "128", "-b", "128", "--chunks", "3"]
+    args = [tool("infer-perplexity"), "-m", model, "-t", "2", "-f", calib_text, "-c", "128", "-b", "128", "--chunks", "3"]
     if weight_type:
         args += ["--weight-type", weight_type]
     out = run(args).stdout
@@ -193,7 +203,7 @@ def refused(tmp, good, label, edit, expect):
     d = os.path.join(tmp, "bad-" + label.replace(" ", "-"))
     shutil.copytree(good, d)
     edit(d)
-    p = run([tool("infer-perplexity"), "-m", d, "-f", text_path, "-c", "64", "--chunks", "1"], ok=False)
+    p = run([tool("infer-perplexity"), "-m", d, "-f", calib_text, "-c", "64", "--chunks", "1"], ok=False)
     err = p.stderr.strip()
     if p.returncode in (0,) or p.returncode < 0 or expect not in err:
         failures.append(f"refusal '{label}': exit {p.returncode}, stderr {err[-300:]!r} (expected '{expect}')")

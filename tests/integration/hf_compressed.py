@@ -67,7 +67,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
                        logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused, report,
-                       run, smoothing_groups, text_path, tool, worst_relative, write_safetensors)
+                       run, smoothing_groups, calib_text, tool, worst_relative, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
@@ -597,11 +597,11 @@ with tempfile.TemporaryDirectory() as tmp:
         try:
             src = os.path.join(tmp, prefix)
             imat = os.path.join(tmp, prefix + ".imatrix.dat")
-            run([tool("infer-imatrix"), "-m", src, "-f", text_path, "-o", imat, "--output-format", "dat"] + calib)
+            run([tool("infer-imatrix"), "-m", src, "-f", calib_text, "-o", imat, "--output-format", "dat"] + calib)
             written = os.path.join(tmp, prefix + "-smooth")
             run([tool("infer-quantize"), src, written, "int8", "--imatrix", imat])
             also = os.path.join(tmp, prefix + "-smooth-calib")
-            calib_args = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+            calib_args = ["--calib", calib_text, "--calib-ctx", "64", "--calib-chunks", "4"]
             run([tool("infer-quantize"), src, also, "int8", "--no-gptq"] + calib_args)
             mine = read_safetensors(os.path.join(written, "model.safetensors"))
             if read_safetensors(os.path.join(also, "model.safetensors")) != mine:
@@ -653,7 +653,7 @@ with tempfile.TemporaryDirectory() as tmp:
             plain = os.path.join(tmp, f"{prefix}-{scheme}-plain")
             run([tool("infer-quantize"), src, plain, scheme])
             g1, g2 = os.path.join(tmp, f"{prefix}-{scheme}-gptq-1"), os.path.join(tmp, f"{prefix}-{scheme}-gptq-2")
-            calib_args = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+            calib_args = ["--calib", calib_text, "--calib-ctx", "64", "--calib-chunks", "4"]
             run([tool("infer-quantize"), src, g1, scheme, "-t", "1"] + calib_args)
             run([tool("infer-quantize"), src, g2, scheme, "-t", "2"] + calib_args)
             t0, t1 = read_safetensors(os.path.join(plain, "model.safetensors")), read_safetensors(os.path.join(g1, "model.safetensors"))
@@ -684,9 +684,9 @@ with tempfile.TemporaryDirectory() as tmp:
             ("an existing output", [src, src, "fp8"], "exists and is not an empty directory"),
             ("a quantized input", [good, os.path.join(tmp, "y"), "fp8"], "quantized already"),
             ("--pure with int8", [src, os.path.join(tmp, "z"), "int8", "--pure"], "takes --keep, -t and (int8, int4) --imatrix"),
-            ("--imatrix with fp8", [src, os.path.join(tmp, "z"), "fp8", "--imatrix", text_path],
+            ("--imatrix with fp8", [src, os.path.join(tmp, "z"), "fp8", "--imatrix", calib_text],
              "fp8 takes --calib (GPTQ) only"),
-            ("--no-gptq with w8a16", [src, os.path.join(tmp, "z"), "w8a16", "--calib", text_path, "--no-gptq"],
+            ("--no-gptq with w8a16", [src, os.path.join(tmp, "z"), "w8a16", "--calib", calib_text, "--no-gptq"],
              "w8a16 takes --calib (GPTQ) only")):
         p = run([tool("infer-quantize")] + args, ok=False)
         if p.returncode == 0 or p.returncode < 0 or expect not in p.stderr:

@@ -54,7 +54,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (checked, edit_config, edit_tensors, failures, finish, gguf_and_directory, gptq_twice, is_linear,  # noqa: E402
                        logits_of, make_args, perplexity, read_imatrix_dat, read_safetensors, rebuild_smoothed, refused, report,
-                       run, smoothing_groups, text_path, tool, worst_relative, write_safetensors)
+                       run, smoothing_groups, calib_text, tool, worst_relative, write_safetensors)
 import numpy as np  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
@@ -294,11 +294,11 @@ with tempfile.TemporaryDirectory() as tmp:
         try:
             src = with_outliers(prefix)
             imat = os.path.join(tmp, prefix + ".imatrix.dat")
-            run([tool("infer-imatrix"), "-m", src, "-f", text_path, "-o", imat, "--output-format", "dat", "-c", "64",
+            run([tool("infer-imatrix"), "-m", src, "-f", calib_text, "-o", imat, "--output-format", "dat", "-c", "64",
                  "--chunks", "4"])
             written = os.path.join(tmp, prefix + "-awq")
             run([tool("infer-quantize"), src, written, "int4", "--imatrix", imat, "-t", "2"])
-            calib = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+            calib = ["--calib", calib_text, "--calib-ctx", "64", "--calib-chunks", "4"]
             also = os.path.join(tmp, prefix + "-awq-calib")
             run([tool("infer-quantize"), src, also, "int4", "--no-gptq", "-t", "1"] + calib)
             bad = []
@@ -496,7 +496,7 @@ with tempfile.TemporaryDirectory() as tmp:
         # With a calibration (AWQ + GPTQ): k/v take their group's AWQ factors without joining its search
         # (q alone decides them), layer 0's down_proj, alone in its group, is not smoothed; GPTQ runs on
         # every 8-bit matrix (codes other than --no-gptq's).
-        calib = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4", "-t", "2"]
+        calib = ["--calib", calib_text, "--calib-ctx", "64", "--calib-chunks", "4", "-t", "2"]
         outl = os.path.join(tmp, "ref-outliers")
         cm, cn = os.path.join(tmp, "ref-mixed-calib"), os.path.join(tmp, "ref-mixed-calib-nogptq")
         run([tool("infer-quantize"), outl, cm, "int4"] + eight_args + calib)
@@ -568,7 +568,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 bad.append(f"logits {worst:.3g} of the row's largest from the dequantized model's (quantization: {quantization:.3g})")
             extra = ""
             if group == 32:
-                calib = ["--calib", text_path, "--calib-ctx", "64", "--calib-chunks", "4"]
+                calib = ["--calib", calib_text, "--calib-ctx", "64", "--calib-chunks", "4"]
                 g1, g2 = os.path.join(tmp, "ref-w8a16-g32-gptq-1"), os.path.join(tmp, "ref-w8a16-g32-gptq-2")
                 run([tool("infer-quantize"), src, g1, "w8a16", "--group", "32", "-t", "1"] + calib)
                 run([tool("infer-quantize"), src, g2, "w8a16", "--group", "32", "-t", "2"] + calib)
@@ -625,7 +625,7 @@ with tempfile.TemporaryDirectory() as tmp:
             ("--group with fp8", [sources["ref"], os.path.join(tmp, "z"), "fp8", "--group", "32"], "--group is int4's and w8a16's"),
             ("--actorder without --calib", [sources["ref"], os.path.join(tmp, "z"), "int4", "--actorder"],
              "--actorder and --no-actorder are int4's GPTQ's"),
-            ("--no-actorder with w8a16", [sources["ref"], os.path.join(tmp, "z"), "w8a16", "--calib", text_path, "--no-actorder"],
+            ("--no-actorder with w8a16", [sources["ref"], os.path.join(tmp, "z"), "w8a16", "--calib", calib_text, "--no-actorder"],
              "--actorder and --no-actorder are int4's GPTQ's"),
             ("rows not in groups", [sources["ref"], os.path.join(tmp, "z"), "int4", "--keep", "*", "--group", "128"],
              "no linear layer to quantize")):

@@ -25,7 +25,6 @@ needed. Checked:
 
 usage: imatrix_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]
 """
-import hashlib
 import os
 import shlex
 import shutil
@@ -34,10 +33,11 @@ import subprocess
 import sys
 import tempfile
 
-bin_dir, root = (os.path.abspath(a) for a in sys.argv[1:3])
-llama_bin = os.path.abspath(sys.argv[4]) if len(sys.argv) == 5 and sys.argv[3] == "--record" else None
-if len(sys.argv) != 3 and llama_bin is None:
-    sys.exit("usage: imatrix_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_recorded import command_line, read_table, write_table  # noqa: E402
+from llama_recorded import digest as digest_bytes  # noqa: E402
+
+bin_dir, root, llama_bin = command_line("imatrix_cli.py")
 sys.path.insert(0, os.path.join(root, "scripts"))
 import gguf_kv  # noqa: E402  (the GGUF reader of scripts/)
 tool = lambda name: os.path.join(bin_dir, name)
@@ -75,8 +75,7 @@ def read_imatrix(path):
 
 
 def digest(path):
-    data = open(path, "rb").read()
-    return len(data), hashlib.sha256(data).hexdigest()
+    return digest_bytes(open(path, "rb").read())
 
 
 def cpu_has_avx2():
@@ -89,12 +88,7 @@ def cpu_has_avx2():
 
 exact_possible = cpu_has_avx2()
 # name -> (bytes, sha256) of llama-quantize's outputs with llama-imatrix's files.
-quantized = {}
-if llama_bin is None:
-    for line in open(quantize_reference):
-        if not line.startswith("#"):
-            name, size, sha = line.split()
-            quantized[name] = (int(size), sha)
+quantized = read_table(quantize_reference) if llama_bin is None else {}
 # The F32/F16/BF16 models infer-make-model rebuilds: llama.cpp's files were made from these.
 made = {}
 for line in open(os.path.join(models_dir, "reference.tsv")):
@@ -288,11 +282,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not os.path.exists(os.path.join(tmp, "y.gguf")), "a failed run left an output file")
 
 if llama_bin is not None:
-    with open(quantize_reference, "w") as f:
-        f.write("# llama-quantize --imatrix with llama-imatrix's files of this directory (size, SHA-256), written by\n"
-                f"# tests/reference/make-quantize-reference.sh with llama.cpp's {os.path.basename(os.path.dirname(llama_bin))}\n")
-        for name in sorted(quantized):
-            f.write(f"{name}\t{quantized[name][0]}\t{quantized[name][1]}\n")
+    write_table(quantize_reference, quantized,
+                "llama-quantize --imatrix with llama-imatrix's files of this directory (size, SHA-256)", llama_bin)
 print(f"{'model':16} {'ISA':8} {'max rel. diff of in_sum2':>26}  GGUF file identical"
       + (" (llama-imatrix live)" if llama_bin else " (llama-imatrix's kept files)"))
 for name, isa, worst, same in rows:

@@ -28,7 +28,6 @@ comparisons; the summary line says how many ran).
 
 usage: quantize_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]
 """
-import hashlib
 import os
 import random
 import re
@@ -36,10 +35,10 @@ import subprocess
 import sys
 import tempfile
 
-bin_dir, root = (os.path.abspath(a) for a in sys.argv[1:3])
-llama_bin = os.path.abspath(sys.argv[4]) if len(sys.argv) == 5 and sys.argv[3] == "--record" else None
-if len(sys.argv) != 3 and llama_bin is None:
-    sys.exit("usage: quantize_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_recorded import command_line, digest, read_table, write_table  # noqa: E402
+
+bin_dir, root, llama_bin = command_line("quantize_cli.py")
 sys.path.insert(0, os.path.join(root, "scripts"))
 import gguf_kv  # noqa: E402  (the GGUF reader and writer of scripts/)
 tool = lambda name: os.path.join(bin_dir, name)
@@ -63,16 +62,7 @@ def run(args, expect_rc=0, cwd=None):
 
 
 # name -> (bytes, sha256) of llama-quantize's output ("input:MODEL": of the model it read).
-reference = {}
-if llama_bin is None:
-    for line in open(reference_path):
-        if not line.startswith("#"):
-            name, size, digest = line.split()
-            reference[name] = (int(size), digest)
-
-
-def digest(data):
-    return len(data), hashlib.sha256(data).hexdigest()
+reference = read_table(reference_path) if llama_bin is None else {}
 
 
 def write_imatrix(model, path):
@@ -224,12 +214,7 @@ if sanitized:
     expected = len(models) * len(pure_types) + len(presets) + len(imatrix_presets) + 2 * len(imatrix_pure_types) + 4
 check(identical == expected, f"{identical} outputs byte-identical, {expected} comparisons expected")
 if llama_bin is not None:
-    with open(reference_path, "w") as f:
-        f.write("# llama-quantize's outputs (size, SHA-256) and the models it read, written by\n"
-                "# tests/reference/make-quantize-reference.sh with llama.cpp's "
-                f"{os.path.basename(os.path.dirname(llama_bin))}\n")
-        for name in sorted(reference):
-            f.write(f"{name}\t{reference[name][0]}\t{reference[name][1]}\n")
+    write_table(reference_path, reference, "llama-quantize's outputs (size, SHA-256) and the models it read", llama_bin)
 print(f"{identical} of {expected} outputs byte-identical to llama-quantize's"
       + (" (live)" if llama_bin else " (recorded)") + f"; {checks} checks"
       + (" (sanitizer build: the Release build runs all, with the presets on every model and the 70B case)"

@@ -28,6 +28,7 @@ comparisons; the summary line says how many ran).
 
 usage: quantize_cli.py BIN_DIR REPO_ROOT [--record LLAMA_CPP_BIN_DIR]
 """
+import math
 import os
 import random
 import re
@@ -68,14 +69,16 @@ reference = read_table(reference_path) if llama_bin is None else {}
 def write_imatrix(model, path):
     """An importance matrix of every weight of `model`, as llama-imatrix writes one (GGUF: Σx² per
     column and the rows seen), with values spread over four decades from a generator seeded by the
-    file name: the same bytes on every machine, whatever our kernels compute."""
+    file name: the same bytes on every machine, whatever our kernels compute (exact operations
+    only: ldexp and one rounded product, no libm function whose last bit may vary)."""
     rng = random.Random(os.path.basename(path))
     _, tensors, _ = gguf_kv.read(model)
     count = 128.0
     entries = []
     for name, dims, _, _ in tensors:
         if len(dims) == 2:
-            entries.append((f"{name}.in_sum2", [dims[0], 1], [count * 10 ** rng.uniform(-2, 2) for _ in range(dims[0])]))
+            entries.append((f"{name}.in_sum2", [dims[0], 1],
+                            [count * math.ldexp(1.0 + rng.random(), rng.randint(-7, 6)) for _ in range(dims[0])]))
             entries.append((f"{name}.counts", [1, 1], [count]))
     kv = [("general.type", gguf_kv.STRING, "imatrix"), ("imatrix.datasets", gguf_kv.ARRAY, (gguf_kv.STRING, ["calib.txt"])),
           ("imatrix.chunk_count", gguf_kv.U32, 4), ("imatrix.chunk_size", gguf_kv.U32, 32)]

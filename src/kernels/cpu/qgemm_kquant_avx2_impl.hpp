@@ -238,10 +238,9 @@ struct Q6KAvx2 : Q6KLayout {
   static constexpr int kRun = 2;
   static __m256i quant(const Packed& p, int h, int c, int k, int hh) {
     const Q6KChunk& ch = p.q[h][c];
-    const __m256i v = load256((k & 1 ? ch.b : ch.a) + 32 * hh), qh = load256(ch.h + 32 * hh);
-    const __m256i high = k == 3 ? _mm256_and_si256(_mm256_srli_epi16(qh, 2), bytes(0x30))
-                                : _mm256_and_si256(_mm256_slli_epi16(qh, 4 - 2 * k), bytes(0x30));
-    return _mm256_or_si256(bits(v, k < 2 ? 0 : 4, 0x0F), high);
+    const __m256i a = load256(ch.a + 32 * hh), b = load256(ch.b + 32 * hh), cc = load256(ch.c + 32 * hh);
+    if (k < 3) return _mm256_and_si256(k == 0 ? a : k == 1 ? b : cc, bytes(0x3F));
+    return _mm256_or_si256(_mm256_or_si256(bits(a, 6, 0x03), bits(b, 4, 0x0C)), bits(cc, 2, 0x30));
   }
   static __m256i scale(const Packed& p, int s, int hh) { return dup_scale<kDword>(p.sc[s] + kLanes * hh); }
   static __m256i coef_pair(const Packed& p, int u, int hh) {
@@ -255,8 +254,10 @@ struct Q3KAvx2 : Q3KLayout {
   static constexpr bool kDword = kDwordRuns;
   static constexpr int kRun = 4;  // int32 runs: 4 * 4 * 7 * 128 = 14336
   static __m256i quant(const Packed& p, int h, int c, int k, int hh) {
-    const __m256i qs = load256(p.q[c].qs[h] + 32 * hh), hm = load256(p.q[c].hm + 32 * hh);
-    return _mm256_or_si256(bits(qs, 2 * k, 0x03), bit_to(hm, 4 * h + k, 2));
+    const __m256i xy = load256((h ? p.q[c].y : p.q[c].x) + 32 * hh), z = load256(p.q[c].z + 32 * hh);
+    if (k < 2) return bits(xy, 3 * k, 0x07);
+    if (k == 3) return bits(z, 3 * h, 0x07);
+    return _mm256_or_si256(bits(xy, 6, 0x03), bits(z, 4 + h, 0x04));
   }
   static __m256i scale(const Packed& p, int s, int hh) { return dup_scale<kDword>(p.sc[s] + kLanes * hh); }
   static __m256i coef_pair(const Packed& p, int u, int hh) {

@@ -29,6 +29,10 @@ using namespace qgemm_layouts;
 inline const BlockQ8_K* q8k_row(const void* a, int64_t as, int64_t r) { return act_row<BlockQ8_K>(a, as, r); }
 inline __m512i bcast4(const int8_t* p) { return _mm512_set1_epi32(load_i32(p)); }
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+// (v >> shift) & mask in every byte (the 16-bit shift's spill across bytes is masked off).
+inline __m512i bits(__m512i v, int shift, int mask) {
+  return _mm512_and_si512(shift ? _mm512_srli_epi16(v, static_cast<unsigned>(shift)) : v, _mm512_set1_epi8(static_cast<char>(mask)));
+}
 // v with 0x10 (or `bit` in general) added in the bytes whose bit `test` is set in h.
 inline __m512i add_where(__m512i v, __m512i h, int test, int bit) {
   return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << test))), v,
@@ -140,13 +144,11 @@ struct Q6K : Q6KLayout {
   static constexpr bool kShortDots = false;  // |Σ (q - 32) a| over 16 elements reaches 65536
   static constexpr bool kScaledQuants = false;
   static void quants(const Packed& p, int h, int c, __m512i* q) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
-    const __m512i qa = load512(p.q[h][c].a), qb = load512(p.q[h][c].b), qh = load512(p.q[h][c].h);
-    const auto high = [&](int k) { return _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), low2), 4); };
-    q[0] = _mm512_or_si512(_mm512_and_si512(qa, low4), high(0));
-    q[1] = _mm512_or_si512(_mm512_and_si512(qb, low4), high(1));
-    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), low4), high(2));
-    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), low4), high(3));
+    const __m512i qa = load512(p.q[h][c].a), qb = load512(p.q[h][c].b), qc = load512(p.q[h][c].c);
+    q[0] = bits(qa, 0, 0x3F);
+    q[1] = bits(qb, 0, 0x3F);
+    q[2] = bits(qc, 0, 0x3F);
+    q[3] = _mm512_or_si512(_mm512_or_si512(bits(qa, 6, 0x03), bits(qb, 4, 0x0C)), bits(qc, 2, 0x30));
   }
   static __m512i scale(const Packed& p, int s) { return bytes_to_i32(p.sc[s]); }
 };
@@ -157,9 +159,11 @@ struct Q3K : Q3KLayout {
   static constexpr bool kShortDots = false;  // fits (|Σ (q - 4) a| <= 8192), but dpwssd ran prefill 4-6% slower
   static constexpr bool kScaledQuants = false;
   static void quants(const Packed& p, int h, int c, __m512i* q) {
-    const __m512i low2 = _mm512_set1_epi8(0x03);
-    const __m512i qs = load512(p.q[c].qs[h]), hm = load512(p.q[c].hm);
-    for (int k = 0; k < 4; ++k) q[k] = add_where(_mm512_and_si512(_mm512_srli_epi16(qs, 2 * k), low2), hm, 4 * h + k, 4);
+    const __m512i xy = load512(h ? p.q[c].y : p.q[c].x), z = load512(p.q[c].z);
+    q[0] = bits(xy, 0, 0x07);
+    q[1] = bits(xy, 3, 0x07);
+    q[2] = _mm512_or_si512(bits(xy, 6, 0x03), bits(z, 4 + h, 0x04));
+    q[3] = bits(z, 3 * h, 0x07);
   }
   static __m512i scale(const Packed& p, int s) { return bytes_to_i32(p.sc[s]); }
 };

@@ -253,16 +253,24 @@ void k32_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
 // Q6_K, per super-block (3360 bytes, exactly the 16 rows' blocks in the file):
 //   d        f16[16]
 //   sc       i8[16][16]       sub-block s, lane j: row j's scale
-//   q        [2][8] chunks    half h, chunk c: {a: ql bytes 64h+4c.., b: ql bytes 64h+32+4c..,
-//                             h: qh bytes 32h+4c..}; quant (k = 0: a's low nibble, 1: b's low,
-//                             2: a's high, 3: b's high) | (qh bits 2k, 2k+1) << 4, offset 32
-//                             (three interleaved streams 512 bytes apart decoded at 9 GB/s
-//                             against 22 for this one, AVX-512)
+//   q        [2][8] chunks    half h, chunk c: three bytes {a, b, c} for the 4 quants q_k of
+//                             file bytes 64h+4c.. (ql), 64h+32+4c.. (ql) and 32h+4c.. (qh):
+//                             a = q_0 | (q_3 & 3) << 6, b = q_1 | (q_3 >> 2 & 3) << 6,
+//                             c = q_2 | (q_3 >> 4) << 6, offset 32. Quants 0-2 are then one AND
+//                             away and q_3 eight operations, where the file's nibbles and high
+//                             pairs took 17 for the four (a 16-bit shift moves pairs of bytes: the
+//                             masks keep each byte's own bits). One stream (three interleaved
+//                             streams 512 bytes apart decoded at 9 GB/s against 22 for one, AVX-512)
 // Q3_K (1824 bytes, 3.6% more: the scales are expanded):
 //   d        f16[16]
 //   sc       i8[16][16]       sub-block s, lane j: row j's scale (q3k_scale)
-//   q        [8] chunks       chunk c: {qs bytes 4c.. (half 0), qs bytes 32+4c.. (half 1), hmask
-//                             bytes 4c..}; quant (qs >> 2k) & 3 | (hmask bit 4h+k) << 2, offset 4
+//   q        [8] chunks       chunk c: three bytes {x, y, z} for the 8 quants u_hk (half h,
+//                             shift k) of file bytes 4c.. (qs, half 0), 32+4c.. (qs, half 1) and
+//                             4c.. (hmask), u_hk = (qs >> 2k) & 3 | (hmask bit 4h+k) << 2, offset 4:
+//                             x = u_00 | u_01 << 3 | (u_02 & 3) << 6, y the same of half 1,
+//                             z = u_03 | u_13 << 3 | (u_02 >> 2) << 6 | (u_12 >> 2) << 7. Six quants
+//                             are one or two operations away and u_h2 five, where the file's
+//                             bits took four or five a quant
 // Q2_K (1344 bytes, exactly the file's):
 //   d, dmin  f16[16] each
 //   sc       u8[16][16]       sub-block s, lane j: row j's scale byte (low nibble scale, high min)
@@ -271,7 +279,7 @@ void k32_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
 struct Q6KChunk {
   uint8_t a[64];
   uint8_t b[64];
-  uint8_t h[64];
+  uint8_t c[64];
 };
 struct Q6KPacked {
   uint16_t d[kGroup];
@@ -280,8 +288,9 @@ struct Q6KPacked {
 };
 static_assert(sizeof(Q6KPacked) == kGroup * sizeof(BlockQ6_K));
 struct Q3KChunk {
-  uint8_t qs[2][64];
-  uint8_t hm[64];
+  uint8_t x[64];
+  uint8_t y[64];
+  uint8_t z[64];
 };
 struct Q3KPacked {
   uint16_t d[kGroup];
@@ -306,9 +315,18 @@ struct Q6KLayout {
     for (int s = 0; s < 16; ++s) o.sc[s][j] = b.scales[s];
     for (int h = 0; h < 2; ++h)
       for (int c = 0; c < 8; ++c) {
-        to_lane(o.q[h][c].a, j, b.ql + 64 * h + 4 * c);
-        to_lane(o.q[h][c].b, j, b.ql + 64 * h + 32 + 4 * c);
-        to_lane(o.q[h][c].h, j, b.qh + 32 * h + 4 * c);
+        uint8_t x[3][4];
+        for (int t = 0; t < 4; ++t) {
+          const uint8_t la = b.ql[64 * h + 4 * c + t], lb = b.ql[64 * h + 32 + 4 * c + t], hb = b.qh[32 * h + 4 * c + t];
+          const int q0 = (la & 0x0F) | (hb & 3) << 4, q1 = (lb & 0x0F) | (hb >> 2 & 3) << 4;
+          const int q2 = la >> 4 | (hb >> 4 & 3) << 4, q3 = lb >> 4 | (hb >> 6) << 4;
+          x[0][t] = static_cast<uint8_t>(q0 | (q3 & 3) << 6);
+          x[1][t] = static_cast<uint8_t>(q1 | (q3 >> 2 & 3) << 6);
+          x[2][t] = static_cast<uint8_t>(q2 | (q3 >> 4) << 6);
+        }
+        to_lane(o.q[h][c].a, j, x[0]);
+        to_lane(o.q[h][c].b, j, x[1]);
+        to_lane(o.q[h][c].c, j, x[2]);
       }
   }
   static void unpack(const Packed& p, int64_t j, Block& o) {
@@ -316,9 +334,17 @@ struct Q6KLayout {
     for (int s = 0; s < 16; ++s) o.scales[s] = p.sc[s][j];
     for (int h = 0; h < 2; ++h)
       for (int c = 0; c < 8; ++c) {
-        from_lane(p.q[h][c].a, j, o.ql + 64 * h + 4 * c);
-        from_lane(p.q[h][c].b, j, o.ql + 64 * h + 32 + 4 * c);
-        from_lane(p.q[h][c].h, j, o.qh + 32 * h + 4 * c);
+        uint8_t x[3][4];
+        from_lane(p.q[h][c].a, j, x[0]);
+        from_lane(p.q[h][c].b, j, x[1]);
+        from_lane(p.q[h][c].c, j, x[2]);
+        for (int t = 0; t < 4; ++t) {
+          const int q0 = x[0][t] & 0x3F, q1 = x[1][t] & 0x3F, q2 = x[2][t] & 0x3F;
+          const int q3 = x[0][t] >> 6 | (x[1][t] >> 6) << 2 | (x[2][t] >> 6) << 4;
+          o.ql[64 * h + 4 * c + t] = static_cast<uint8_t>((q0 & 0x0F) | (q2 & 0x0F) << 4);
+          o.ql[64 * h + 32 + 4 * c + t] = static_cast<uint8_t>((q1 & 0x0F) | (q3 & 0x0F) << 4);
+          o.qh[32 * h + 4 * c + t] = static_cast<uint8_t>(q0 >> 4 | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
+        }
       }
   }
 };
@@ -330,9 +356,18 @@ struct Q3KLayout {
     o.d[j] = valid ? b.d : 0;
     for (int s = 0; s < 16; ++s) o.sc[s][j] = static_cast<int8_t>(q3k_scale(b.scales, s));
     for (int c = 0; c < 8; ++c) {
-      to_lane(o.q[c].qs[0], j, b.qs + 4 * c);
-      to_lane(o.q[c].qs[1], j, b.qs + 32 + 4 * c);
-      to_lane(o.q[c].hm, j, b.hmask + 4 * c);
+      uint8_t x[4], y[4], z[4];
+      for (int t = 0; t < 4; ++t) {
+        int u[2][4];
+        for (int h = 0; h < 2; ++h)
+          for (int k = 0; k < 4; ++k) u[h][k] = (b.qs[32 * h + 4 * c + t] >> 2 * k & 3) | (b.hmask[4 * c + t] >> (4 * h + k) & 1) << 2;
+        x[t] = static_cast<uint8_t>(u[0][0] | u[0][1] << 3 | (u[0][2] & 3) << 6);
+        y[t] = static_cast<uint8_t>(u[1][0] | u[1][1] << 3 | (u[1][2] & 3) << 6);
+        z[t] = static_cast<uint8_t>(u[0][3] | u[1][3] << 3 | (u[0][2] >> 2) << 6 | (u[1][2] >> 2) << 7);
+      }
+      to_lane(o.q[c].x, j, x);
+      to_lane(o.q[c].y, j, y);
+      to_lane(o.q[c].z, j, z);
     }
   }
   static void unpack(const Packed& p, int64_t j, Block& o) {
@@ -341,9 +376,20 @@ struct Q3KLayout {
     for (int s = 0; s < 16; ++s) sc[s] = p.sc[s][j];
     q3k_pack_scales(sc, o.scales);
     for (int c = 0; c < 8; ++c) {
-      from_lane(p.q[c].qs[0], j, o.qs + 4 * c);
-      from_lane(p.q[c].qs[1], j, o.qs + 32 + 4 * c);
-      from_lane(p.q[c].hm, j, o.hmask + 4 * c);
+      uint8_t x[4], y[4], z[4];
+      from_lane(p.q[c].x, j, x);
+      from_lane(p.q[c].y, j, y);
+      from_lane(p.q[c].z, j, z);
+      for (int t = 0; t < 4; ++t) {
+        const int u[2][4] = {{x[t] & 7, x[t] >> 3 & 7, x[t] >> 6 | (z[t] >> 6 & 1) << 2, z[t] & 7},
+                             {y[t] & 7, y[t] >> 3 & 7, y[t] >> 6 | (z[t] >> 7) << 2, z[t] >> 3 & 7}};
+        uint8_t hm = 0;
+        for (int h = 0; h < 2; ++h) {
+          o.qs[32 * h + 4 * c + t] = static_cast<uint8_t>((u[h][0] & 3) | (u[h][1] & 3) << 2 | (u[h][2] & 3) << 4 | (u[h][3] & 3) << 6);
+          for (int k = 0; k < 4; ++k) hm = static_cast<uint8_t>(hm | (u[h][k] >> 2) << (4 * h + k));
+        }
+        o.hmask[4 * c + t] = hm;
+      }
     }
   }
 };

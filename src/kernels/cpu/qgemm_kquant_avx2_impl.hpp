@@ -110,12 +110,6 @@ inline __m256i pair_words(const int8_t* p0, const int8_t* p1) {
   return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(load64(p0), load64(p1)));
 }
 
-// Bit b of every byte of h, moved to bit `to` (the 16-bit shift's spill across bytes is masked off).
-inline __m256i bit_to(__m256i h, int b, int to) {
-  const __m256i m = bytes(1 << to);
-  if (b == to) return _mm256_and_si256(h, m);
-  return _mm256_and_si256(b < to ? _mm256_slli_epi16(h, to - b) : _mm256_srli_epi16(h, b - to), m);
-}
 // (v >> shift) & mask in every byte.
 inline __m256i bits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(shift ? _mm256_srli_epi16(v, shift) : v, bytes(mask));
@@ -130,8 +124,8 @@ inline void store_lanes(float* y, __m256 v, int64_t count) {
 
 // ---- Q4_K, Q5_K: 32-element sub-blocks ----
 //
-// Pair p, vector k: elements 4k..4k+3 of sub-blocks 2p (low nibbles) and 2p + 1 (high), Q5_K's
-// fifth bits from qh bits 2p and 2p + 1. A 16-bit pair sum is at most 2 * 15 * 128 = 3840 for
+// Pair p, vector k: elements 4k..4k+3 of sub-blocks 2p and 2p + 1 (k32_quants: Q4_K's low and
+// high nibbles, Q5_K's five-byte positions). A 16-bit pair sum is at most 2 * 15 * 128 = 3840 for
 // Q4_K, so a sub-block's 8 add up to 30720; Q5_K's quants reach 31 (7936 a pair sum), so its
 // sub-block takes two 16-bit sums of 4.
 template <class Packed>
@@ -142,13 +136,29 @@ struct K32 {
   static constexpr int kRun = kDwordRuns ? (kQ5 ? 2 : 4) : (kQ5 ? 4 : 8);
 };
 
+// The quants of sub-blocks 2p (lo) and 2p + 1 (hi), elements 4k..4k+3 of rows 8hh..8hh+7.
+inline void k32_quants(const Q4KPacked& b, int p, int k, int hh, __m256i& lo, __m256i& hi) {
+  const __m256i q = load256(b.qs[p][k] + 32 * hh);
+  lo = bits(q, 0, 0x0F), hi = bits(q, 4, 0x0F);
+}
+inline void k32_quants(const Q5KPacked& b, int p, int k, int hh, __m256i& lo, __m256i& hi) {
+  const auto v = [&](int x) { return load256(b.q[k][x] + 32 * hh); };
+  switch (p) {
+    case 0: lo = bits(v(0), 0, 31), hi = bits(v(4), 0, 31); return;
+    case 1: lo = bits(v(1), 0, 31), hi = _mm256_or_si256(bits(v(0), 5, 0x07), bits(v(1), 2, 0x18)); return;
+    case 2: lo = bits(v(2), 0, 31), hi = _mm256_or_si256(bits(v(2), 5, 0x07), bits(v(3), 2, 0x18)); return;
+    default:
+      lo = bits(v(3), 0, 31);
+      hi = _mm256_or_si256(_mm256_or_si256(bits(v(4), 5, 0x07), bits(v(1), 4, 0x08)), bits(v(3), 3, 0x10));
+  }
+}
+
 // R activation rows against halves hh0..hh0+H-1 of one packed group: lane j of acc[h][r] (and
 // accm) is row 8(hh0 + h) + j's chain for activation row r.
 template <class Packed, int R, int H>
 void k32_tile(const Packed* pk, int hh0, const void* a, int64_t as, int64_t n, float* y, int64_t ys, int64_t count) {
   constexpr bool kQ5 = K32<Packed>::kQ5;
   constexpr int kRun = K32<Packed>::kRun;
-  const __m256i low4 = bytes(0x0F);
   __m256 acc[H][R], accm[H][R];
   for (int h = 0; h < H; ++h)
     for (int r = 0; r < R; ++r) acc[h][r] = accm[h][r] = _mm256_setzero_ps();
@@ -166,13 +176,8 @@ void k32_tile(const Packed* pk, int hh0, const void* a, int64_t as, int64_t n, f
         const __m256i sc0 = dup_scale(b.sc[2 * p] + kLanes * hh), sc1 = dup_scale(b.sc[2 * p + 1] + kLanes * hh);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
-          const __m256i q = load256(b.qs[p][k] + 32 * hh);
-          __m256i lo = _mm256_and_si256(q, low4), hi = bits(q, 4, 0x0F);
-          if constexpr (kQ5) {
-            const __m256i qh = load256(b.qh[k] + 32 * hh);
-            lo = _mm256_or_si256(lo, bit_to(qh, 2 * p, 4));
-            hi = _mm256_or_si256(hi, bit_to(qh, 2 * p + 1, 4));
-          }
+          __m256i lo, hi;
+          k32_quants(b, p, k, hh, lo, hi);
           for (int r = 0; r < R; ++r) {
             const int8_t* aq = q8k_row(a, as, r)[i].qs + 64 * p + 4 * k;
             sum0[r] = run_add<kDwordRuns>(sum0[r], lo, bcast4(aq), k % kRun == 0);
@@ -622,7 +627,6 @@ inline void store_words(uint32_t* dst, __m256i v) { _mm256_storeu_si256(reinterp
 
 template <class Packed>
 void k32_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, void* packed) noexcept {
-  constexpr bool kQ5 = K32<Packed>::kQ5;
   const int hh = static_cast<int>(first % kGroup / kLanes);
   auto* out = static_cast<KPacked*>(packed);
   for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -632,12 +636,13 @@ void k32_pack_loaded(const void* loaded, int64_t first, int64_t, int64_t n, void
     copy_half_scales(b.dmin, hh, o.dmin);
     for (int t = 0; t < 16; ++t) store_words(o.sc[t], dup_scale(b.sc[t / 2] + kLanes * hh));
     for (int u = 0; u < 8; ++u) store_words(o.coef[u], dup_words(b.m[u] + kLanes * hh));
-    for (int v = 0; v < 64; ++v) {
-      const int sb = v / 8, k = v % 8;
-      __m256i q = bits(load256(b.qs[sb / 2][k] + 32 * hh), sb % 2 ? 4 : 0, 0x0F);
-      if constexpr (kQ5) q = _mm256_or_si256(q, bit_to(load256(b.qh[k] + 32 * hh), sb, 4));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q[v]), q);
-    }
+    for (int p = 0; p < 4; ++p)
+      for (int k = 0; k < 8; ++k) {
+        __m256i lo, hi;
+        k32_quants(b, p, k, hh, lo, hi);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q[16 * p + k]), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q[16 * p + 8 + k]), hi);
+      }
   }
 }
 

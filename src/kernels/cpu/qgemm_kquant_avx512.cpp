@@ -33,28 +33,35 @@ inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i bits(__m512i v, int shift, int mask) {
   return _mm512_and_si512(shift ? _mm512_srli_epi16(v, static_cast<unsigned>(shift)) : v, _mm512_set1_epi8(static_cast<char>(mask)));
 }
-// v with 0x10 (or `bit` in general) added in the bytes whose bit `test` is set in h.
-inline __m512i add_where(__m512i v, __m512i h, int test, int bit) {
-  return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << test))), v,
-                              _mm512_set1_epi8(static_cast<char>(bit)));
-}
+
 // ---- Q4_K, Q5_K: 32-element sub-blocks ----
 //
 // The packed layouts, their pack() and unpack(): qgemm_layouts.hpp.
 
+// The quants of sub-blocks 2p (lo) and 2p + 1 (hi), elements 4k..4k+3 of the 16 rows.
+inline void k32_quants(const Q4KPacked& b, int p, int k, __m512i& lo, __m512i& hi) {
+  const __m512i q = load512(b.qs[p][k]);
+  lo = bits(q, 0, 0x0F), hi = bits(q, 4, 0x0F);
+}
+inline void k32_quants(const Q5KPacked& b, int p, int k, __m512i& lo, __m512i& hi) {
+  const auto v = [&](int x) { return load512(b.q[k][x]); };
+  switch (p) {
+    case 0: lo = bits(v(0), 0, 31), hi = bits(v(4), 0, 31); return;
+    case 1: lo = bits(v(1), 0, 31), hi = _mm512_or_si512(bits(v(0), 5, 0x07), bits(v(1), 2, 0x18)); return;
+    case 2: lo = bits(v(2), 0, 31), hi = _mm512_or_si512(bits(v(2), 5, 0x07), bits(v(3), 2, 0x18)); return;
+    default:
+      lo = bits(v(3), 0, 31);
+      hi = _mm512_or_si512(_mm512_or_si512(bits(v(4), 5, 0x07), bits(v(1), 4, 0x08)), bits(v(3), 3, 0x10));
+  }
+}
+
 // The integer dots of pair p (sub-blocks 2p and 2p + 1) of R activation rows: i0[r], i1[r].
 template <int R, class Packed>
 inline void k32_pair_dots(const Packed& b, int p, const void* a, int64_t as, int64_t i, __m512i* i0, __m512i* i1) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int r = 0; r < R; ++r) i0[r] = i1[r] = _mm512_setzero_si512();
   for (int k = 0; k < 8; ++k) {
-    const __m512i q = load512(b.qs[p][k]);
-    __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-    if constexpr (std::is_same_v<Packed, Q5KPacked>) {
-      const __m512i h = load512(b.qh[k]);
-      lo = add_where(lo, h, 2 * p, 0x10);
-      hi = add_where(hi, h, 2 * p + 1, 0x10);
-    }
+    __m512i lo, hi;
+    k32_quants(b, p, k, lo, hi);
     for (int r = 0; r < R; ++r) {
       const int8_t* aq = q8k_row(a, as, r)[i].qs + 64 * p + 4 * k;
       i0[r] = _mm512_dpbusd_epi32(i0[r], lo, bcast4(aq));

@@ -174,11 +174,16 @@ inline void nibble_lanes_unpack(const void* packed, int64_t j, int64_t n, void* 
 // file; Q5_K 2880 bytes, 2.3% more):
 //   d, dmin  f16[16] each     lane j: row j's scales
 //   sc, m    u8[8][16] each   sub-block s, lane j: row j's six-bit scale and min (kquant_scale_min)
-//   qh       u8[8][64]        (Q5_K only) vector k, lane j: row j's qh bytes 4k..4k+3, whose bit s
-//                             is the fifth bit of element 32s + 4k + t
-//   qs       u8[4][8][64]     pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3, whose
-//                             low nibbles are elements 4k..4k+3 of sub-block 2p and high nibbles
-//                             those of sub-block 2p+1
+//   qs       u8[4][8][64]     (Q4_K) pair p, vector k, lane j: row j's qs bytes 32p+4k..32p+4k+3,
+//                             whose low nibbles are elements 4k..4k+3 of sub-block 2p and high
+//                             nibbles those of sub-block 2p+1
+//   q        u8[8][5][64]     (Q5_K) vector k, lane j: the five-bit quants u_s of elements
+//                             4k..4k+3 of the 8 sub-blocks s (nibble | qh bit s << 4) in five
+//                             bytes each: v0 = u0 | (u3 & 7) << 5, v1 = u2 | (u3 >> 3) << 5 |
+//                             (u7 >> 3 & 1) << 7, v2 = u4 | (u5 & 7) << 5, v3 = u6 | (u5 >> 3) << 5 |
+//                             (u7 >> 4) << 7, v4 = u1 | (u7 & 7) << 5. Five quants are one AND
+//                             away, u3 and u5 five operations, u7 eight, where the file's nibbles
+//                             and qh bits took four or five a quant
 struct Q4KPacked {
   uint16_t d[kGroup];
   uint16_t dmin[kGroup];
@@ -192,10 +197,24 @@ struct Q5KPacked {
   uint16_t dmin[kGroup];
   uint8_t sc[8][kGroup];
   uint8_t m[8][kGroup];
-  uint8_t qh[8][64];
-  uint8_t qs[4][8][64];
+  uint8_t q[8][5][64];
 };
 static_assert(sizeof(Q5KPacked) == 2880);
+
+// Q5_K's five bytes of one element position <-> its 8 sub-blocks' quants (layout above).
+inline void q5k_pack_bytes(const int* u, uint8_t* v) {
+  v[0] = static_cast<uint8_t>(u[0] | (u[3] & 7) << 5);
+  v[1] = static_cast<uint8_t>(u[2] | (u[3] >> 3) << 5 | (u[7] >> 3 & 1) << 7);
+  v[2] = static_cast<uint8_t>(u[4] | (u[5] & 7) << 5);
+  v[3] = static_cast<uint8_t>(u[6] | (u[5] >> 3) << 5 | (u[7] >> 4) << 7);
+  v[4] = static_cast<uint8_t>(u[1] | (u[7] & 7) << 5);
+}
+inline void q5k_unpack_bytes(const uint8_t* v, int* u) {
+  u[0] = v[0] & 31, u[2] = v[1] & 31, u[4] = v[2] & 31, u[6] = v[3] & 31, u[1] = v[4] & 31;
+  u[3] = v[0] >> 5 | (v[1] >> 5 & 3) << 3;
+  u[5] = v[2] >> 5 | (v[3] >> 5 & 3) << 3;
+  u[7] = v[4] >> 5 | (v[1] >> 7) << 3 | (v[3] >> 7) << 4;
+}
 
 template <class Packed>
 int64_t k32_packed_bytes(int64_t n) noexcept {
@@ -217,10 +236,23 @@ void k32_pack(const void* w, int64_t ws, int64_t count, int64_t n, void* packed)
         o.sc[s][j] = sm.sc;
         o.m[s][j] = sm.m;
       }
-      if constexpr (std::is_same_v<Block, BlockQ5_K>)
-        for (int k = 0; k < 8; ++k) to_lane(o.qh[k], j, b.qh + 4 * k);
-      for (int p = 0; p < 4; ++p)
-        for (int k = 0; k < 8; ++k) to_lane(o.qs[p][k], j, b.qs + 32 * p + 4 * k);
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        for (int k = 0; k < 8; ++k) {
+          uint8_t v[5][4];
+          for (int t = 0; t < 4; ++t) {
+            const int l = 4 * k + t;
+            int u[8];
+            for (int sb = 0; sb < 8; ++sb) u[sb] = (b.qs[32 * (sb / 2) + l] >> 4 * (sb % 2) & 15) | (b.qh[l] >> sb & 1) << 4;
+            uint8_t bytes[5];
+            q5k_pack_bytes(u, bytes);
+            for (int x = 0; x < 5; ++x) v[x][t] = bytes[x];
+          }
+          for (int x = 0; x < 5; ++x) to_lane(o.q[k][x], j, v[x]);
+        }
+      } else {
+        for (int p = 0; p < 4; ++p)
+          for (int k = 0; k < 8; ++k) to_lane(o.qs[p][k], j, b.qs + 32 * p + 4 * k);
+      }
     }
   }
 }
@@ -237,10 +269,24 @@ void k32_unpack(const void* packed, int64_t j, int64_t n, void* row) noexcept {
     uint8_t sc[8], m[8];
     for (int s = 0; s < 8; ++s) sc[s] = b.sc[s][j], m[s] = b.m[s][j];
     kquant_pack_scale_mins(sc, m, o.scales);
-    if constexpr (std::is_same_v<Block, BlockQ5_K>)
-      for (int k = 0; k < 8; ++k) from_lane(b.qh[k], j, o.qh + 4 * k);
-    for (int p = 0; p < 4; ++p)
-      for (int k = 0; k < 8; ++k) from_lane(b.qs[p][k], j, o.qs + 32 * p + 4 * k);
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+      for (int k = 0; k < 8; ++k) {
+        uint8_t v[5][4];
+        for (int x = 0; x < 5; ++x) from_lane(b.q[k][x], j, v[x]);
+        for (int t = 0; t < 4; ++t) {
+          const int l = 4 * k + t;
+          const uint8_t bytes[5] = {v[0][t], v[1][t], v[2][t], v[3][t], v[4][t]};
+          int u[8];
+          q5k_unpack_bytes(bytes, u);
+          o.qh[l] = 0;
+          for (int sb = 0; sb < 8; ++sb) o.qh[l] = static_cast<uint8_t>(o.qh[l] | (u[sb] >> 4) << sb);
+          for (int p = 0; p < 4; ++p) o.qs[32 * p + l] = static_cast<uint8_t>((u[2 * p] & 15) | (u[2 * p + 1] & 15) << 4);
+        }
+      }
+    } else {
+      for (int p = 0; p < 4; ++p)
+        for (int k = 0; k < 8; ++k) from_lane(b.qs[p][k], j, o.qs + 32 * p + 4 * k);
+    }
   }
 }
 

@@ -546,8 +546,10 @@ void kp_tile(const KPacked* pk, int64_t count, const void* a, int64_t as, int64_
         c = madd_add(c, load256(b.coef[u]), _mm256_set1_epi32(load_i32(ab[r]->bsums + 2 * u)));
       return c;
     };
-    // S in two chains, even and odd runs (a run's vpdpwssd waits on the previous one's: with VNNI,
-    // Q6_K's 64 runs a super-block would wait out the latency); integer sums, exact in any order.
+    // S with VNNI in two chains, even and odd runs (a run's vpdpwssd waits on the previous one's:
+    // Q6_K's 64 runs a super-block would wait out the latency); without, in one (a run's vpmaddwd
+    // does not wait on the chain, whose one-cycle vpaddd does not hold it up), so that R registers
+    // go to the runs. Integer sums, exact in any order.
     __m256i s[R], s_odd[R];
     for (int r = 0; r < R; ++r) s[r] = s_odd[r] = _mm256_setzero_si256();
 #pragma GCC unroll 16
@@ -565,7 +567,7 @@ void kp_tile(const KPacked* pk, int64_t count, const void* a, int64_t as, int64_
           }
         }
         for (int r = 0; r < R; ++r) {
-          __m256i& chain = (t * (4 / T::kSums16) + h) % 2 ? s_odd[r] : s[r];
+          __m256i& chain = kVnni && (t * (4 / T::kSums16) + h) % 2 ? s_odd[r] : s[r];
           chain = madd_add(chain, sum[r], sc);
         }
       }

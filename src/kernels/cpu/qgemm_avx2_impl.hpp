@@ -140,7 +140,9 @@ void q4_tile(const Q4Packed* pk, int hh0, const void* a, int64_t as, const uint8
             sums[r] = dpbusd(dpbusd(sums[r], lo, a_lo), hi, a_hi);
           } else {
             sums[r] = _mm256_add_epi16(sums[r], _mm256_maddubs_epi16(lo, a_lo));
+            avx2_vnni::keep_chain(sums[r]);
             sums[r] = _mm256_add_epi16(sums[r], _mm256_maddubs_epi16(hi, a_hi));
+            avx2_vnni::keep_chain(sums[r]);
           }
         }
       }

@@ -45,6 +45,12 @@ Detected detect() noexcept {
   if (!(avx2 && fma && f16c)) return r;
   r.avx_vnni = avx_vnni;
   r.best = avx512 && os_saves(0xe6) ? CpuIsa::avx512 : avx_vnni ? CpuIsa::avxvnni : CpuIsa::avx2;  // + opmask, ZMM
+#if INFER_EMULATED_ISA
+  // infer-emulated-isa-tests: its AVX-512 and AVX-VNNI kernels are compiled for AVX2, their
+  // intrinsics emulated (INFER_EMULATED_ISA_TESTS, src/CMakeLists.txt).
+  r.avx_vnni = true;
+  r.best = CpuIsa::avx512;
+#endif
 #endif
   return r;
 }
